@@ -1,0 +1,329 @@
+// Portability layer for kernel sources: HIP under hipcc, HIP names mapped to CUDA under nvcc,
+// host-only stubs (every runtime call reports "no GPU backend") when compiled as plain C++.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#if defined(__HIPCC__) || defined(__HIP__)
+#define DSV4_GPU_HIP 1
+#include <hip/hip_runtime.h>
+#elif defined(__CUDACC__)
+#define DSV4_GPU_CUDA 1
+#include <cuda_runtime.h>
+#elif defined(DSV4_GPU_HOST_ONLY)
+#define DSV4_GPU_NONE 1
+#else
+#error "dsv4/gpu/gpu.hpp: compile kernel sources with hipcc, nvcc, or as C++ with DSV4_GPU_HOST_ONLY"
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// CUDA: the HIP runtime names the project uses, as type aliases and inline forwarding functions.
+// ---------------------------------------------------------------------------------------------
+#if DSV4_GPU_CUDA
+using hipError_t = cudaError_t;
+using hipStream_t = cudaStream_t;
+using hipEvent_t = cudaEvent_t;
+using hipGraph_t = cudaGraph_t;
+using hipGraphExec_t = cudaGraphExec_t;
+using hipGraphNode_t = cudaGraphNode_t;
+using hipDeviceProp_t = cudaDeviceProp;
+using hipMemcpyKind = cudaMemcpyKind;
+using hipStreamCaptureMode = cudaStreamCaptureMode;
+
+inline constexpr hipError_t hipSuccess = cudaSuccess;
+inline constexpr hipError_t hipErrorNoDevice = cudaErrorNoDevice;
+inline constexpr hipError_t hipErrorInvalidValue = cudaErrorInvalidValue;
+inline constexpr hipMemcpyKind hipMemcpyHostToDevice = cudaMemcpyHostToDevice;
+inline constexpr hipMemcpyKind hipMemcpyDeviceToHost = cudaMemcpyDeviceToHost;
+inline constexpr hipMemcpyKind hipMemcpyDeviceToDevice = cudaMemcpyDeviceToDevice;
+inline constexpr hipMemcpyKind hipMemcpyDefault = cudaMemcpyDefault;
+inline constexpr hipStreamCaptureMode hipStreamCaptureModeGlobal = cudaStreamCaptureModeGlobal;
+inline constexpr hipStreamCaptureMode hipStreamCaptureModeThreadLocal =
+    cudaStreamCaptureModeThreadLocal;
+inline constexpr hipStreamCaptureMode hipStreamCaptureModeRelaxed = cudaStreamCaptureModeRelaxed;
+inline constexpr unsigned hipStreamNonBlocking = cudaStreamNonBlocking;
+
+inline const char* hipGetErrorString(hipError_t e) { return cudaGetErrorString(e); }
+inline const char* hipGetErrorName(hipError_t e) { return cudaGetErrorName(e); }
+inline hipError_t hipGetLastError() { return cudaGetLastError(); }
+inline hipError_t hipPeekAtLastError() { return cudaPeekAtLastError(); }
+inline hipError_t hipGetDeviceCount(int* n) { return cudaGetDeviceCount(n); }
+inline hipError_t hipSetDevice(int d) { return cudaSetDevice(d); }
+inline hipError_t hipGetDevice(int* d) { return cudaGetDevice(d); }
+inline hipError_t hipGetDeviceProperties(hipDeviceProp_t* p, int d) {
+  return cudaGetDeviceProperties(p, d);
+}
+inline hipError_t hipDeviceSynchronize() { return cudaDeviceSynchronize(); }
+inline hipError_t hipMemGetInfo(size_t* free_b, size_t* total_b) {
+  return cudaMemGetInfo(free_b, total_b);
+}
+inline hipError_t hipMalloc(void** p, size_t n) { return cudaMalloc(p, n); }
+template <class T>
+inline hipError_t hipMalloc(T** p, size_t n) {
+  return cudaMalloc(reinterpret_cast<void**>(p), n);
+}
+inline hipError_t hipFree(void* p) { return cudaFree(p); }
+inline hipError_t hipMemcpy(void* d, const void* s, size_t n, hipMemcpyKind k) {
+  return cudaMemcpy(d, s, n, k);
+}
+inline hipError_t hipMemcpyAsync(void* d, const void* s, size_t n, hipMemcpyKind k,
+                                 hipStream_t st = nullptr) {
+  return cudaMemcpyAsync(d, s, n, k, st);
+}
+inline hipError_t hipMemset(void* d, int v, size_t n) { return cudaMemset(d, v, n); }
+inline hipError_t hipMemsetAsync(void* d, int v, size_t n, hipStream_t st = nullptr) {
+  return cudaMemsetAsync(d, v, n, st);
+}
+inline hipError_t hipStreamCreate(hipStream_t* s) { return cudaStreamCreate(s); }
+inline hipError_t hipStreamCreateWithFlags(hipStream_t* s, unsigned f) {
+  return cudaStreamCreateWithFlags(s, f);
+}
+inline hipError_t hipStreamDestroy(hipStream_t s) { return cudaStreamDestroy(s); }
+inline hipError_t hipStreamSynchronize(hipStream_t s) { return cudaStreamSynchronize(s); }
+inline hipError_t hipStreamBeginCapture(hipStream_t s, hipStreamCaptureMode m) {
+  return cudaStreamBeginCapture(s, m);
+}
+inline hipError_t hipStreamEndCapture(hipStream_t s, hipGraph_t* g) {
+  return cudaStreamEndCapture(s, g);
+}
+// HIP's five-argument form; CUDA 12+ takes flags instead of an error node and log buffer.
+inline hipError_t hipGraphInstantiate(hipGraphExec_t* e, hipGraph_t g, hipGraphNode_t*, char*,
+                                      size_t) {
+  return cudaGraphInstantiate(e, g, 0ULL);
+}
+inline hipError_t hipGraphLaunch(hipGraphExec_t e, hipStream_t s) { return cudaGraphLaunch(e, s); }
+inline hipError_t hipGraphDestroy(hipGraph_t g) { return cudaGraphDestroy(g); }
+inline hipError_t hipGraphExecDestroy(hipGraphExec_t e) { return cudaGraphExecDestroy(e); }
+inline hipError_t hipEventCreate(hipEvent_t* e) { return cudaEventCreate(e); }
+inline hipError_t hipEventDestroy(hipEvent_t e) { return cudaEventDestroy(e); }
+inline hipError_t hipEventRecord(hipEvent_t e, hipStream_t s = nullptr) {
+  return cudaEventRecord(e, s);
+}
+inline hipError_t hipEventSynchronize(hipEvent_t e) { return cudaEventSynchronize(e); }
+inline hipError_t hipEventElapsedTime(float* ms, hipEvent_t a, hipEvent_t b) {
+  return cudaEventElapsedTime(ms, a, b);
+}
+
+// HIP's cross-lane operations take no mask; the CUDA forms act on the full 32-lane warp, and
+// `width` (a power of two <= 32) splits it into independent groups as HIP's does.
+template <class T>
+__device__ __forceinline__ T __shfl_xor(T v, int lane_mask, int width = 32) {
+  return __shfl_xor_sync(0xffffffffu, v, lane_mask, width);
+}
+template <class T>
+__device__ __forceinline__ T __shfl_down(T v, unsigned delta, int width = 32) {
+  return __shfl_down_sync(0xffffffffu, v, delta, width);
+}
+template <class T>
+__device__ __forceinline__ T __shfl_up(T v, unsigned delta, int width = 32) {
+  return __shfl_up_sync(0xffffffffu, v, delta, width);
+}
+template <class T>
+__device__ __forceinline__ T __shfl(T v, int src_lane, int width = 32) {
+  return __shfl_sync(0xffffffffu, v, src_lane, width);
+}
+#endif  // DSV4_GPU_CUDA
+
+// ---------------------------------------------------------------------------------------------
+// Host-only: kernel sources compile as C++ (so the cpu preset type-checks them); every runtime
+// call answers hipErrorNoDevice and launches throw.
+// ---------------------------------------------------------------------------------------------
+#if DSV4_GPU_NONE
+#define __global__
+#define __device__
+#define __host__
+#define __shared__ static
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+enum hipError_t { hipSuccess = 0, hipErrorInvalidValue = 1, hipErrorNoDevice = 100 };
+enum hipMemcpyKind {
+  hipMemcpyHostToDevice = 1,
+  hipMemcpyDeviceToHost = 2,
+  hipMemcpyDeviceToDevice = 3,
+  hipMemcpyDefault = 4
+};
+enum hipStreamCaptureMode {
+  hipStreamCaptureModeGlobal = 0,
+  hipStreamCaptureModeThreadLocal = 1,
+  hipStreamCaptureModeRelaxed = 2
+};
+inline constexpr unsigned hipStreamNonBlocking = 1;
+struct ihipStream_t;
+struct ihipEvent_t;
+struct ihipGraph_t;
+struct ihipGraphExec_t;
+struct ihipGraphNode_t;
+using hipStream_t = ihipStream_t*;
+using hipEvent_t = ihipEvent_t*;
+using hipGraph_t = ihipGraph_t*;
+using hipGraphExec_t = ihipGraphExec_t*;
+using hipGraphNode_t = ihipGraphNode_t*;
+struct hipDeviceProp_t {
+  char name[256];
+  int warpSize;
+  int multiProcessorCount;
+  size_t totalGlobalMem;
+  int major, minor;
+  char gcnArchName[256];
+};
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+inline const dim3 threadIdx{0, 0, 0}, blockIdx{0, 0, 0}, blockDim{1, 1, 1}, gridDim{1, 1, 1};
+inline constexpr int warpSize = 64;
+
+inline const char* hipGetErrorString(hipError_t e) {
+  return e == hipSuccess ? "no error"
+                         : "no GPU backend in this build (preset cpu); build the cuda or hip preset";
+}
+inline const char* hipGetErrorName(hipError_t e) {
+  return e == hipSuccess ? "hipSuccess" : "hipErrorNoDevice";
+}
+inline hipError_t hipGetLastError() { return hipSuccess; }
+inline hipError_t hipPeekAtLastError() { return hipSuccess; }
+inline hipError_t hipGetDeviceCount(int* n) {
+  *n = 0;
+  return hipErrorNoDevice;
+}
+#define DSV4_GPU_NO_DEVICE_(name, ...) \
+  inline hipError_t name(__VA_ARGS__) { return hipErrorNoDevice; }
+DSV4_GPU_NO_DEVICE_(hipSetDevice, int)
+DSV4_GPU_NO_DEVICE_(hipGetDevice, int*)
+DSV4_GPU_NO_DEVICE_(hipGetDeviceProperties, hipDeviceProp_t*, int)
+DSV4_GPU_NO_DEVICE_(hipDeviceSynchronize)
+DSV4_GPU_NO_DEVICE_(hipMemGetInfo, size_t*, size_t*)
+DSV4_GPU_NO_DEVICE_(hipMalloc, void**, size_t)
+DSV4_GPU_NO_DEVICE_(hipFree, void*)
+DSV4_GPU_NO_DEVICE_(hipMemcpy, void*, const void*, size_t, hipMemcpyKind)
+DSV4_GPU_NO_DEVICE_(hipMemcpyAsync, void*, const void*, size_t, hipMemcpyKind, hipStream_t)
+DSV4_GPU_NO_DEVICE_(hipMemset, void*, int, size_t)
+DSV4_GPU_NO_DEVICE_(hipMemsetAsync, void*, int, size_t, hipStream_t)
+DSV4_GPU_NO_DEVICE_(hipStreamCreate, hipStream_t*)
+DSV4_GPU_NO_DEVICE_(hipStreamCreateWithFlags, hipStream_t*, unsigned)
+DSV4_GPU_NO_DEVICE_(hipStreamDestroy, hipStream_t)
+DSV4_GPU_NO_DEVICE_(hipStreamSynchronize, hipStream_t)
+DSV4_GPU_NO_DEVICE_(hipStreamBeginCapture, hipStream_t, hipStreamCaptureMode)
+DSV4_GPU_NO_DEVICE_(hipStreamEndCapture, hipStream_t, hipGraph_t*)
+DSV4_GPU_NO_DEVICE_(hipGraphInstantiate, hipGraphExec_t*, hipGraph_t, hipGraphNode_t*, char*,
+                    size_t)
+DSV4_GPU_NO_DEVICE_(hipGraphLaunch, hipGraphExec_t, hipStream_t)
+DSV4_GPU_NO_DEVICE_(hipGraphDestroy, hipGraph_t)
+DSV4_GPU_NO_DEVICE_(hipGraphExecDestroy, hipGraphExec_t)
+DSV4_GPU_NO_DEVICE_(hipEventCreate, hipEvent_t*)
+DSV4_GPU_NO_DEVICE_(hipEventDestroy, hipEvent_t)
+DSV4_GPU_NO_DEVICE_(hipEventRecord, hipEvent_t, hipStream_t)
+DSV4_GPU_NO_DEVICE_(hipEventSynchronize, hipEvent_t)
+DSV4_GPU_NO_DEVICE_(hipEventElapsedTime, float*, hipEvent_t, hipEvent_t)
+#undef DSV4_GPU_NO_DEVICE_
+template <class T>
+inline hipError_t hipMalloc(T** p, size_t n) {
+  return hipMalloc(reinterpret_cast<void**>(p), n);
+}
+
+// Device built-ins, host versions: enough for kernel bodies to type-check; never executed.
+inline void __syncthreads() {}
+template <class T>
+inline T __shfl_xor(T v, int, int = 64) {
+  return v;
+}
+template <class T>
+inline T __shfl_down(T v, unsigned, int = 64) {
+  return v;
+}
+template <class T>
+inline T __shfl_up(T v, unsigned, int = 64) {
+  return v;
+}
+template <class T>
+inline T __shfl(T v, int, int = 64) {
+  return v;
+}
+template <class T>
+inline T atomicAdd(T* p, T v) {
+  T old = *p;
+  *p += v;
+  return old;
+}
+template <class T>
+inline T atomicMax(T* p, T v) {
+  T old = *p;
+  if (v > old) *p = v;
+  return old;
+}
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline float __int_as_float(int i) {
+  float f;
+  std::memcpy(&f, &i, 4);
+  return f;
+}
+inline int __float_as_int(float f) {
+  int i;
+  std::memcpy(&i, &f, 4);
+  return i;
+}
+inline float __uint_as_float(unsigned i) {
+  float f;
+  std::memcpy(&f, &i, 4);
+  return f;
+}
+inline unsigned __float_as_uint(float f) {
+  unsigned i;
+  std::memcpy(&i, &f, 4);
+  return i;
+}
+inline float __expf(float x) { return std::exp(x); }
+inline float __logf(float x) { return std::log(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+#endif  // DSV4_GPU_NONE
+
+namespace dsv4::gpu {
+
+// A failed runtime call or launch: names the call, the file and line, and the runtime's message.
+struct Error : std::runtime_error {
+  int code;
+  Error(int c, const std::string& what) : std::runtime_error(what), code(c) {}
+};
+
+[[noreturn]] inline void throw_error(hipError_t e, const char* expr, const char* file, int line) {
+  throw Error(static_cast<int>(e), std::string(expr) + " failed at " + file + ":" +
+                                       std::to_string(line) + ": " + hipGetErrorName(e) + " (" +
+                                       hipGetErrorString(e) + ")");
+}
+
+// Kernel launch through one entry point, so every launch is checked and the host-only build has
+// a single place that refuses to launch.
+template <class... KArgs, class... Args>
+inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                   hipStream_t stream, Args&&... args) {
+#if DSV4_GPU_NONE
+  (void)kernel, (void)grid, (void)block, (void)smem, (void)stream, ((void)args, ...);
+  throw Error(static_cast<int>(hipErrorNoDevice),
+              "kernel launch: no GPU backend in this build (preset cpu)");
+#else
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;  // an empty launch is no launch
+  kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+  hipError_t e = hipGetLastError();
+  if (e != hipSuccess) throw_error(e, "kernel launch", __FILE__, __LINE__);
+#endif
+}
+
+constexpr unsigned ceil_div(size_t a, size_t b) { return static_cast<unsigned>((a + b - 1) / b); }
+
+}  // namespace dsv4::gpu
+
+// Checks a runtime call; throws dsv4::gpu::Error naming the call, the place and the message.
+#define DSV4_GPU_CHECK(expr)                                                   \
+  do {                                                                         \
+    hipError_t dsv4_gpu_err_ = (expr);                                         \
+    if (dsv4_gpu_err_ != hipSuccess)                                           \
+      ::dsv4::gpu::throw_error(dsv4_gpu_err_, #expr, __FILE__, __LINE__);      \
+  } while (0)

@@ -1,0 +1,222 @@
+// Implementation of dsv4/gpu/runtime.hpp over the portability layer (HIP, CUDA or host-only).
+#include "dsv4/gpu/runtime.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "dsv4/gpu/gpu.hpp"
+
+namespace dsv4::gpu {
+namespace {
+
+hipStream_t as_stream(Stream s) { return static_cast<hipStream_t>(s); }
+
+// Parses CTest's "id:<n>,slots:<m>" for the first GPU of resource group 0.
+[[maybe_unused]] int device_from_ctest() {
+  const char* groups = std::getenv("CTEST_RESOURCE_GROUP_COUNT");
+  const char* spec = std::getenv("CTEST_RESOURCE_GROUP_0_GPUS");
+  if (!groups || !spec) return 0;
+  const char* id = std::strstr(spec, "id:");
+  if (!id) return 0;
+  return std::atoi(id + 3);
+}
+
+struct Selection {
+  bool ok = false;
+  int index = 0;
+  std::string reason;
+};
+
+const Selection& select_once() {
+  static Selection sel;
+  static std::once_flag once;
+  std::call_once(once, [] {
+#if DSV4_GPU_NONE
+    sel.reason = "no GPU backend in this build (preset cpu); build the cuda or hip preset";
+#else
+    int n = 0;
+    hipError_t e = hipGetDeviceCount(&n);
+    if (e != hipSuccess || n == 0) {
+      sel.reason = std::string("no device visible: ") +
+                   (e != hipSuccess ? hipGetErrorString(e) : "device count is 0");
+      (void)hipGetLastError();
+      return;
+    }
+    sel.index = device_from_ctest();
+    if (sel.index >= n) {
+      sel.reason = "CTEST_RESOURCE_GROUP_0_GPUS names device " + std::to_string(sel.index) +
+                   " but only " + std::to_string(n) + " are visible";
+      return;
+    }
+    e = hipSetDevice(sel.index);
+    if (e != hipSuccess) {
+      sel.reason = std::string("hipSetDevice failed: ") + hipGetErrorString(e);
+      return;
+    }
+    sel.ok = true;
+#endif
+  });
+  return sel;
+}
+
+void require_device() {
+  const Selection& s = select_once();
+  if (!s.ok) throw Error(static_cast<int>(hipErrorNoDevice), s.reason);
+}
+
+}  // namespace
+
+const char* backend() {
+#if DSV4_GPU_CUDA
+  return "cuda";
+#elif DSV4_GPU_HIP
+  return "hip";
+#else
+  return "none";
+#endif
+}
+
+bool available(std::string* reason) {
+  const Selection& s = select_once();
+  if (!s.ok && reason) *reason = s.reason;
+  return s.ok;
+}
+
+int selected_device() {
+  require_device();
+  return select_once().index;
+}
+
+DeviceInfo device_info() {
+  require_device();
+  DeviceInfo info;
+  info.index = select_once().index;
+  hipDeviceProp_t p{};
+  DSV4_GPU_CHECK(hipGetDeviceProperties(&p, info.index));
+  info.name = p.name;
+#if DSV4_GPU_HIP
+  info.arch = p.gcnArchName;
+#else
+  info.arch = "sm_" + std::to_string(p.major) + std::to_string(p.minor);
+#endif
+  info.wave_width = p.warpSize;
+  info.compute_units = p.multiProcessorCount;
+  info.total_memory = p.totalGlobalMem;
+  return info;
+}
+
+void* malloc_bytes(size_t bytes) {
+  require_device();
+  void* p = nullptr;
+  DSV4_GPU_CHECK(hipMalloc(&p, bytes == 0 ? 1 : bytes));
+  return p;
+}
+
+void free_bytes(void* p) noexcept {
+  if (p) (void)hipFree(p);
+}
+
+void copy_to_device(void* dst, const void* src, size_t bytes, Stream s) {
+  if (bytes == 0) return;
+  DSV4_GPU_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyHostToDevice, as_stream(s)));
+  DSV4_GPU_CHECK(hipStreamSynchronize(as_stream(s)));
+}
+
+void copy_to_host(void* dst, const void* src, size_t bytes, Stream s) {
+  if (bytes == 0) return;
+  DSV4_GPU_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, as_stream(s)));
+  DSV4_GPU_CHECK(hipStreamSynchronize(as_stream(s)));
+}
+
+void copy_on_device(void* dst, const void* src, size_t bytes, Stream s) {
+  if (bytes == 0) return;
+  DSV4_GPU_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, as_stream(s)));
+}
+
+void fill_bytes(void* dst, int value, size_t bytes, Stream s) {
+  if (bytes == 0) return;
+  DSV4_GPU_CHECK(hipMemsetAsync(dst, value, bytes, as_stream(s)));
+}
+
+void synchronize(Stream s) {
+  require_device();
+  DSV4_GPU_CHECK(hipStreamSynchronize(as_stream(s)));
+  DSV4_GPU_CHECK(hipGetLastError());
+}
+
+void check_last_error(const char* where) {
+  hipError_t e = hipGetLastError();
+  if (e != hipSuccess) throw_error(e, where, __FILE__, __LINE__);
+}
+
+StreamHandle::StreamHandle() {
+  require_device();
+  hipStream_t s = nullptr;
+  DSV4_GPU_CHECK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+  s_ = s;
+}
+
+StreamHandle::~StreamHandle() {
+  if (s_) (void)hipStreamDestroy(as_stream(s_));
+}
+
+Graph::~Graph() {
+  if (exec_) (void)hipGraphExecDestroy(static_cast<hipGraphExec_t>(exec_));
+  if (graph_) (void)hipGraphDestroy(static_cast<hipGraph_t>(graph_));
+}
+
+void Graph::capture(Stream s, const std::function<void(Stream)>& work) {
+  require_device();
+  if (s == nullptr) throw Error(static_cast<int>(hipErrorInvalidValue),
+                                "Graph::capture needs a non-default stream (use StreamHandle)");
+  DSV4_GPU_CHECK(hipStreamBeginCapture(as_stream(s), hipStreamCaptureModeThreadLocal));
+  try {
+    work(s);
+  } catch (...) {
+    hipGraph_t g = nullptr;
+    (void)hipStreamEndCapture(as_stream(s), &g);
+    if (g) (void)hipGraphDestroy(g);
+    throw;
+  }
+  hipGraph_t g = nullptr;
+  DSV4_GPU_CHECK(hipStreamEndCapture(as_stream(s), &g));
+  graph_ = g;
+  hipGraphExec_t e = nullptr;
+  DSV4_GPU_CHECK(hipGraphInstantiate(&e, g, nullptr, nullptr, 0));
+  exec_ = e;
+}
+
+void Graph::replay(Stream s) {
+  if (!exec_) throw Error(static_cast<int>(hipErrorInvalidValue), "Graph::replay before capture");
+  DSV4_GPU_CHECK(hipGraphLaunch(static_cast<hipGraphExec_t>(exec_), as_stream(s)));
+}
+
+EventTimer::EventTimer() {
+  require_device();
+  hipEvent_t a = nullptr, b = nullptr;
+  DSV4_GPU_CHECK(hipEventCreate(&a));
+  DSV4_GPU_CHECK(hipEventCreate(&b));
+  a_ = a;
+  b_ = b;
+}
+
+EventTimer::~EventTimer() {
+  if (a_) (void)hipEventDestroy(static_cast<hipEvent_t>(a_));
+  if (b_) (void)hipEventDestroy(static_cast<hipEvent_t>(b_));
+}
+
+void EventTimer::start(Stream s) {
+  DSV4_GPU_CHECK(hipEventRecord(static_cast<hipEvent_t>(a_), as_stream(s)));
+}
+
+float EventTimer::stop(Stream s) {
+  DSV4_GPU_CHECK(hipEventRecord(static_cast<hipEvent_t>(b_), as_stream(s)));
+  DSV4_GPU_CHECK(hipEventSynchronize(static_cast<hipEvent_t>(b_)));
+  float ms = 0;
+  DSV4_GPU_CHECK(
+      hipEventElapsedTime(&ms, static_cast<hipEvent_t>(a_), static_cast<hipEvent_t>(b_)));
+  return ms;
+}
+
+}  // namespace dsv4::gpu
