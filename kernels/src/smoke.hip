@@ -24,8 +24,8 @@ __global__ void affine_kernel(const float* in, float* out, size_t n, float scale
 
 }  // namespace
 
-void affine(const float* in, float* out, size_t n, float scale, float bias, Fault fault,
-            size_t at, gpu::Stream s) {
+void affine(const float* in, float* out, size_t n, float scale, float bias, Fault fault, size_t at,
+            gpu::Stream s) {
   constexpr unsigned kBlock = 256;
   gpu::launch(affine_kernel, dim3(gpu::ceil_div(n, kBlock)), dim3(kBlock), 0,
               static_cast<hipStream_t>(s), in, out, n, scale, bias, static_cast<int>(fault), at);

@@ -168,8 +168,9 @@ Graph::~Graph() {
 
 void Graph::capture(Stream s, const std::function<void(Stream)>& work) {
   require_device();
-  if (s == nullptr) throw Error(static_cast<int>(hipErrorInvalidValue),
-                                "Graph::capture needs a non-default stream (use StreamHandle)");
+  if (s == nullptr)
+    throw Error(static_cast<int>(hipErrorInvalidValue),
+                "Graph::capture needs a non-default stream (use StreamHandle)");
   DSV4_GPU_CHECK(hipStreamBeginCapture(as_stream(s), hipStreamCaptureModeThreadLocal));
   try {
     work(s);

@@ -20,7 +20,8 @@
 #elif defined(DSV4_GPU_HOST_ONLY)
 #define DSV4_GPU_NONE 1
 #else
-#error "dsv4/gpu/gpu.hpp: compile kernel sources with hipcc, nvcc, or as C++ with DSV4_GPU_HOST_ONLY"
+#error \
+    "dsv4/gpu/gpu.hpp: compile kernel sources with hipcc, nvcc, or as C++ with DSV4_GPU_HOST_ONLY"
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -182,8 +183,9 @@ inline const dim3 threadIdx{0, 0, 0}, blockIdx{0, 0, 0}, blockDim{1, 1, 1}, grid
 inline constexpr int warpSize = 64;
 
 inline const char* hipGetErrorString(hipError_t e) {
-  return e == hipSuccess ? "no error"
-                         : "no GPU backend in this build (preset cpu); build the cuda or hip preset";
+  return e == hipSuccess
+             ? "no error"
+             : "no GPU backend in this build (preset cpu); build the cuda or hip preset";
 }
 inline const char* hipGetErrorName(hipError_t e) {
   return e == hipSuccess ? "hipSuccess" : "hipErrorNoDevice";
@@ -302,15 +304,15 @@ struct Error : std::runtime_error {
 // Kernel launch through one entry point, so every launch is checked and the host-only build has
 // a single place that refuses to launch.
 template <class... KArgs, class... Args>
-inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
-                   hipStream_t stream, Args&&... args) {
+inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, hipStream_t stream,
+                   Args&&... args) {
 #if DSV4_GPU_NONE
   (void)kernel, (void)grid, (void)block, (void)smem, (void)stream, ((void)args, ...);
   throw Error(static_cast<int>(hipErrorNoDevice),
               "kernel launch: no GPU backend in this build (preset cpu)");
 #else
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;  // an empty launch is no launch
-  kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+  kernel<<<grid, block, smem, stream> > >(std::forward<Args>(args)...);
   hipError_t e = hipGetLastError();
   if (e != hipSuccess) throw_error(e, "kernel launch", __FILE__, __LINE__);
 #endif
@@ -321,9 +323,9 @@ constexpr unsigned ceil_div(size_t a, size_t b) { return static_cast<unsigned>((
 }  // namespace dsv4::gpu
 
 // Checks a runtime call; throws dsv4::gpu::Error naming the call, the place and the message.
-#define DSV4_GPU_CHECK(expr)                                                   \
-  do {                                                                         \
-    hipError_t dsv4_gpu_err_ = (expr);                                         \
-    if (dsv4_gpu_err_ != hipSuccess)                                           \
-      ::dsv4::gpu::throw_error(dsv4_gpu_err_, #expr, __FILE__, __LINE__);      \
+#define DSV4_GPU_CHECK(expr)                                              \
+  do {                                                                    \
+    hipError_t dsv4_gpu_err_ = (expr);                                    \
+    if (dsv4_gpu_err_ != hipSuccess)                                      \
+      ::dsv4::gpu::throw_error(dsv4_gpu_err_, #expr, __FILE__, __LINE__); \
   } while (0)

@@ -12,12 +12,12 @@ namespace dsv4::gpu {
 using Stream = void*;
 
 struct DeviceInfo {
-  int index = -1;          // runtime device index in use
-  std::string name;        // e.g. "NVIDIA H200", "AMD Instinct MI300X"
-  std::string arch;        // "sm_90", "gfx942", ...
-  int wave_width = 0;      // 32 on NVIDIA and RDNA, 64 on CDNA
-  int compute_units = 0;   // SMs / CUs
-  size_t total_memory = 0; // bytes
+  int index = -1;           // runtime device index in use
+  std::string name;         // e.g. "NVIDIA H200", "AMD Instinct MI300X"
+  std::string arch;         // "sm_90", "gfx942", ...
+  int wave_width = 0;       // 32 on NVIDIA and RDNA, 64 on CDNA
+  int compute_units = 0;    // SMs / CUs
+  size_t total_memory = 0;  // bytes
 };
 
 // Which backend this build was made for: "cuda", "hip" or "none".

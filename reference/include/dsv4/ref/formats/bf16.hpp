@@ -1,4 +1,5 @@
-// bfloat16 storage type and exact fp32 <-> bf16 conversion (round to nearest even), host and device.
+// bfloat16 storage type and exact fp32 <-> bf16 conversion (round to nearest even), host and
+// device.
 #pragma once
 
 #include <cstdint>
