@@ -1,0 +1,97 @@
+// Benchmark helpers: event-timed medians, the device copy ceiling, and a plain-text table.
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dsv4/gpu/runtime.hpp"
+
+namespace dsv4::bench {
+
+// Median over `reps` samples of the time per call, each sample timing `batch` back-to-back calls
+// with device events (so launch gaps of tiny kernels are amortised). run(i) receives a running
+// call index so callers can rotate among input sets larger than the cache. Warms up first.
+inline double median_us(const std::function<void(int, gpu::Stream)>& run, gpu::Stream s,
+                        int reps = 30, int batch = 20, int warmup = 10) {
+  int call = 0;
+  for (int i = 0; i < warmup; ++i) run(call++, s);
+  gpu::synchronize(s);
+  gpu::EventTimer timer;
+  std::vector<double> samples;
+  for (int r = 0; r < reps; ++r) {
+    timer.start(s);
+    for (int b = 0; b < batch; ++b) run(call++, s);
+    samples.push_back(1000.0 * timer.stop(s) / batch);
+  }
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
+}
+
+// Device-to-device copy bandwidth in GB/s (bytes read + bytes written), over `bytes` per copy.
+inline double copy_ceiling_gbps(size_t bytes, gpu::Stream s) {
+  void* a = gpu::malloc_bytes(bytes);
+  void* b = gpu::malloc_bytes(bytes);
+  gpu::fill_bytes(a, 1, bytes, s);
+  const double us = median_us(
+      [&](int i, gpu::Stream st) {
+        if (i % 2)
+          gpu::copy_on_device(a, b, bytes, st);
+        else
+          gpu::copy_on_device(b, a, bytes, st);
+      },
+      s, 20, 5, 5);
+  gpu::free_bytes(a);
+  gpu::free_bytes(b);
+  return 2.0 * double(bytes) / (us * 1e3);
+}
+
+// A table printed as aligned columns (header, rule, rows), also easy to paste into Markdown.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
+  void row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+  void print(FILE* out = stdout) const {
+    std::vector<size_t> w(header_.size());
+    for (size_t c = 0; c < header_.size(); ++c) {
+      w[c] = header_[c].size();
+      for (const auto& r : rows_)
+        if (c < r.size()) w[c] = std::max(w[c], r[c].size());
+    }
+    auto line = [&](const std::vector<std::string>& r) {
+      std::fprintf(out, "|");
+      for (size_t c = 0; c < w.size(); ++c)
+        std::fprintf(out, " %*s |", int(w[c]), c < r.size() ? r[c].c_str() : "");
+      std::fprintf(out, "\n");
+    };
+    line(header_);
+    std::fprintf(out, "|");
+    for (size_t c = 0; c < w.size(); ++c)
+      std::fprintf(out, "%s|", std::string(w[c] + 2, '-').c_str());
+    std::fprintf(out, "\n");
+    for (const auto& r : rows_) line(r);
+    std::fflush(out);
+  }
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+inline std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// Exits 0 with a note when the build or the machine has no GPU: a benchmark is not a test.
+inline bool require_gpu(const char* name) {
+  std::string why;
+  if (gpu::available(&why)) return true;
+  std::printf("%s: not run: %s\n", name, why.c_str());
+  return false;
+}
+
+}  // namespace dsv4::bench

@@ -1,0 +1,36 @@
+// Sub-command registry of dsv4-eval: each command file registers itself with DSV4_EVAL_COMMAND.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dsv4::eval {
+
+// Exit codes shared by every sub-command.
+enum Exit : int {
+  kExitPass = 0,         // every gate passed
+  kExitGateFailed = 1,   // a gate failed
+  kExitUsage = 2,        // bad usage, config or data
+  kExitCouldNotRun = 3,  // server unreachable, too many failed requests, I/O failure
+};
+
+// argv[0] is the sub-command's name; returns one of Exit.
+using CommandFn = int (*)(int argc, char** argv);
+
+struct Command {
+  std::string name;
+  std::string summary;
+  CommandFn run;
+};
+
+struct CommandRegistrar {
+  CommandRegistrar(const char* name, const char* summary, CommandFn fn);
+};
+
+const std::vector<Command>& commands();
+const Command* find_command(const std::string& name);
+
+}  // namespace dsv4::eval
+
+#define DSV4_EVAL_COMMAND(name, summary, fn) \
+  static const ::dsv4::eval::CommandRegistrar dsv4_eval_command_registrar_ { name, summary, fn }
