@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Compile checks of every kernel source without a GPU: the hip-compile preset (hipcc objects for
+# gfx90a;gfx940;gfx1030, clang-19 assembly and a resource report for gfx942 and gfx1030), then nvcc
+# for sm_90 with ptxas' register/spill report. Exits non-zero on a compile error or a spill.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+status=0
+
+echo "== hip-compile: hipcc (gfx90a;gfx940;gfx1030) and clang-19 (gfx942, gfx1030 assembly)"
+if cmake --preset hip-compile >/dev/null && cmake --build --preset hip-compile; then
+  bash ci/amdgpu-resource-report.sh build/hip-compile/ci/hip-compile/asm || status=1
+  ctest --preset hip-compile --output-on-failure || status=1
+else
+  echo "hip-compile: FAILED"
+  status=1
+fi
+
+echo "== nvcc sm_90"
+nvcc=$(command -v nvcc || true)
+[ -n "$nvcc" ] || { [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc; }
+if [ -z "$nvcc" ]; then
+  echo "nvcc sm_90 check NOT RUN: no nvcc on this machine (install the CUDA toolkit, or set PATH)"
+else
+  out=build/nvcc-check
+  mkdir -p "$out"
+  printf '| %-28s | %8s | %6s | %12s |\n' source registers stack "spill st/ld"
+  for src in kernels/src/*.hip kernels/gpu/src/*.hip; do
+    name=$(basename "$src" .hip)
+    log="$out/$name.ptxas.txt"
+    if ! "$nvcc" -x cu -std=c++17 -O3 -arch=sm_90 --fmad=false --expt-relaxed-constexpr \
+        -Xptxas -v -Ikernels/include -Ikernels/gpu/include -Ireference/include \
+        -c "$src" -o "$out/$name.o" >"$log" 2>&1; then
+      cat "$log"
+      echo "nvcc: $src FAILED"
+      status=1
+      continue
+    fi
+    regs=$(grep -oE 'Used [0-9]+ registers' "$log" | awk '{print $2}' | sort -n | tail -1)
+    stack=$(grep -oE '[0-9]+ bytes stack frame' "$log" | awk '{print $1}' | sort -n | tail -1)
+    spills=$(grep -oE '[0-9]+ bytes spill (stores|loads)' "$log" | awk '{s+=$1} END {print s+0}')
+    printf '| %-28s | %8s | %6s | %12s |\n' "$name" "${regs:--}" "${stack:--}" "$spills"
+    if [ "$spills" != "0" ]; then
+      echo "nvcc: $src spills registers:"; grep -B2 spill "$log"; status=1
+    fi
+  done
+fi
+[ $status -eq 0 ] && echo "compile checks: passed" || echo "compile checks: FAILED"
+exit $status

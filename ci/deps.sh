@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the build and tests need (only those missing). Needs root or sudo.
+# usage: ci/deps.sh [--with-amd]   (--with-amd adds hipcc and clang-19 for the hip-compile preset)
+set -euo pipefail
+pkgs=(cmake ninja-build g++ make pkg-config git python3 ca-certificates
+      libgtest-dev libgmock-dev googletest libeigen3-dev libcxxopts-dev libcurl4-openssl-dev
+      nlohmann-json3-dev libcpp-httplib-dev libssl-dev nodejs npm)
+if [ "${1:-}" = "--with-amd" ]; then
+  pkgs+=(hipcc libamdhip64-dev clang-19)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#pkgs[@]} Debian packages present"
+  exit 0
+fi
+echo "deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: done"
