@@ -1,0 +1,138 @@
+// Replays one case file: runs the family's reference or kernel and compares with the stored output.
+#include <exception>
+#include <sstream>
+
+#include "dsv4/fixtures/replay.hpp"
+#include "dsv4/gpu/runtime.hpp"
+#include "dsv4/replay/replay.hpp"
+
+namespace dsv4::replay {
+namespace {
+
+std::string describe(const std::map<std::string, st::Tensor>& m, const char* prefix) {
+  std::ostringstream os;
+  bool first = true;
+  for (const auto& [n, t] : m) {
+    os << (first ? "" : ", ") << prefix << n << " " << st::dtype_name(t.dtype) << t.shape_str();
+    if (!t.format.empty()) os << " (" << t.format << ")";
+    first = false;
+  }
+  return first ? std::string("none") : os.str();
+}
+
+std::string known_families() {
+  std::string s;
+  for (const auto& n : family_names()) s += (s.empty() ? "" : ", ") + n;
+  return s.empty() ? std::string("none") : s;
+}
+
+Result fail(int code, std::ostringstream& report, const std::string& why) {
+  report << "error: " << why << "\n";
+  return {code, report.str(), {}};
+}
+
+}  // namespace
+
+Result run(const Request& req) {
+  std::ostringstream report;
+  fx::Case c;
+  try {
+    c = fx::Case::read(req.path);
+  } catch (const std::exception& e) {
+    return fail(2, report, std::string("malformed case file: ") + e.what());
+  }
+  std::string name = req.family;
+  if (name.empty()) name = c.family;
+  if (name.empty())
+    return fail(2, report,
+                "the case names no family (metadata dsv4.family); pass --family NAME (known: " +
+                    known_families() + ")");
+  if (!c.family.empty() && c.family != name)
+    return fail(2, report,
+                "--family " + name + " contradicts the case's dsv4.family '" + c.family + "'");
+  const Family* fam = find_family(name);
+  if (!fam)
+    return fail(2, report, "unknown family '" + name + "' (known: " + known_families() + ")");
+  c.family = name;
+
+  const bool device = req.mode == Mode::kDevice;
+  report << "case:   " << req.path << "\n"
+         << "family: " << name << ", mode: " << (device ? "device" : "reference") << "\n";
+  if (!c.name.empty()) report << "id:     " << c.name << "\n";
+  if (c.seed) report << "seed:   " << *c.seed << "\n";
+  if (auto it = c.metadata.find("dsv4.test"); it != c.metadata.end())
+    report << "test:   " << it->second << "\n";
+  report << "inputs: " << describe(c.inputs, "in.") << "\n";
+
+  Result res;
+  size_t device_failures = 0;
+  try {
+    if (!device) {
+      const auto& stored = c.got.empty() ? c.want : c.got;
+      const char* role = c.got.empty() ? "want." : "got.";
+      if (stored.empty())
+        return fail(2, report, "the case stores no output to check (no got.* or want.* tensor)");
+      report << "stored: " << describe(stored, role) << "\n";
+      const Outputs ref = fam->reference(c);
+      for (const auto& [out, t] : stored) {
+        auto it = ref.find(out);
+        if (it == ref.end())
+          throw st::FormatError("case", role + out, "name",
+                                "the " + name + " reference produces no output '" + out + "'");
+        const auto r = fam->compare(out, t, it->second, c);
+        res.mismatches[out] = r ? "" : r.message();
+        report << (r ? "match:    " : "MISMATCH: ") << role << out << " vs reference"
+               << (r ? "\n" : ":\n" + std::string(r.message()) + "\n");
+      }
+    } else {
+      if (!fam->device)
+        throw CannotRun("the " + name + " family has no device launcher in this build");
+      std::string why;
+      if (!gpu::available(&why)) throw CannotRun("--device needs a GPU: " + why);
+      const DeviceRun dev = fam->device(c);
+      const Outputs& got = dev.outputs;
+      const bool stored_want = !c.want.empty();
+      const Outputs want = stored_want ? Outputs(c.want) : fam->reference(c);
+      report << "device: " << gpu::device_info().name << " (" << gpu::device_info().arch << ")\n";
+      for (const auto& [out, w] : want) {
+        auto it = got.find(out);
+        if (it == got.end())
+          throw st::FormatError("case", "want." + out, "name",
+                                "the " + name + " kernel produces no output '" + out + "'");
+        const auto r = fam->compare(out, it->second, w, c);
+        res.mismatches[out] = r ? "" : r.message();
+        report << (r ? "match:    " : "MISMATCH: ") << "kernel " << out << " vs "
+               << (stored_want ? "stored want." : "reference ") << out
+               << (r ? "\n" : ":\n" + std::string(r.message()) + "\n");
+        if (auto g = c.got.find(out); g != c.got.end()) {
+          const auto same =
+              fx::same_bytes(it->second.data, g->second.data, "kernel output", "stored got");
+          report << "          the kernel " << (same ? "reproduces" : "does not reproduce")
+                 << " the stored got." << out << " bit for bit"
+                 << (same ? std::string() : ": " + std::string(same.message())) << "\n";
+        }
+      }
+      for (const std::string& f : dev.failures) report << "MISMATCH: " << f << "\n";
+      device_failures = dev.failures.size();
+    }
+  } catch (const st::FormatError& e) {
+    return fail(2, report, std::string("the case does not fit the family: ") + e.what());
+  } catch (const CannotRun& e) {
+    return fail(3, report, e.what());
+  } catch (const std::exception& e) {
+    return fail(3, report, std::string("the run failed: ") + e.what());
+  }
+  size_t bad = 0;
+  for (const auto& [o, m] : res.mismatches) bad += m.empty() ? 0 : 1;
+  bad += device_failures;
+  res.exit_code = bad ? 1 : 0;
+  if (bad)
+    report << "result: MISMATCH (" << bad << " failed checks; " << res.mismatches.size()
+           << " outputs compared)\n";
+  else
+    report << "result: match (" << res.mismatches.size() << " outputs compared)\n";
+  res.report = report.str();
+  return res;
+}
+
+}  // namespace dsv4::replay
