@@ -91,7 +91,7 @@ TEST_F(Smoke, UnwrittenElementStillHoldsPoison) {
   run(Fault::kSkip, 999);
   auto r = fx::bitwise_equal(out_->host(), want_, Shape{kN});
   ASSERT_FALSE(r);
-  EXPECT_THAT(r.message(), HasSubstr("[999] got nan (0xffffffff)"));
+  EXPECT_THAT(r.message(), HasSubstr("[999] got -nan (0xffffffff)"));
 }
 
 // A launch whose scalar argument is read from the host at capture time: replaying the graph
