@@ -12,14 +12,13 @@ namespace {
 
 hipStream_t as_stream(Stream s) { return static_cast<hipStream_t>(s); }
 
-// Parses CTest's "id:<n>,slots:<m>" for the first GPU of resource group 0.
-[[maybe_unused]] int device_from_ctest() {
+// The first GPU of CTest's resource group 0, when ctest allocated one; else device 0.
+int device_from_ctest() {
   const char* groups = std::getenv("CTEST_RESOURCE_GROUP_COUNT");
   const char* spec = std::getenv("CTEST_RESOURCE_GROUP_0_GPUS");
   if (!groups || !spec) return 0;
-  const char* id = std::strstr(spec, "id:");
-  if (!id) return 0;
-  return std::atoi(id + 3);
+  const int id = ctest_gpu_id(spec);
+  return id < 0 ? 0 : id;
 }
 
 struct Selection {
@@ -66,6 +65,22 @@ void require_device() {
 }
 
 }  // namespace
+
+int ctest_gpu_id(const std::string& value) {
+  // Several allocations are separated by ';'; the first one is used.
+  const std::string first = value.substr(0, value.find(';'));
+  const size_t at = first.find("id:");
+  if (at == std::string::npos) return -1;
+  size_t i = at + 3;
+  if (i >= first.size() || first[i] < '0' || first[i] > '9') return -1;
+  long id = 0;
+  for (; i < first.size() && first[i] >= '0' && first[i] <= '9'; ++i) {
+    id = id * 10 + (first[i] - '0');
+    if (id > 1 << 20) return -1;
+  }
+  if (i < first.size() && first[i] != ',') return -1;
+  return int(id);
+}
 
 const char* backend() {
 #if DSV4_GPU_CUDA

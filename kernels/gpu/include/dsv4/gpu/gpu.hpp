@@ -11,6 +11,8 @@
 #include <string>
 #include <utility>
 
+#include "dsv4/gpu/runtime.hpp"
+
 #if defined(__HIPCC__) || defined(__HIP__)
 #define DSV4_GPU_HIP 1
 #include <hip/hip_runtime.h>
@@ -22,6 +24,14 @@
 #else
 #error \
     "dsv4/gpu/gpu.hpp: compile kernel sources with hipcc, nvcc, or as C++ with DSV4_GPU_HOST_ONLY"
+#endif
+
+// Unrolling hint for kernel loops, `DSV4_UNROLL for (...)`: `#pragma unroll` on the GPU backends,
+// nothing in the host-only build (where g++ would warn about an unknown pragma).
+#if DSV4_GPU_NONE
+#define DSV4_UNROLL
+#else
+#define DSV4_UNROLL _Pragma("unroll")
 #endif
 
 // ---------------------------------------------------------------------------------------------
@@ -289,12 +299,6 @@ inline float __fdividef(float a, float b) { return a / b; }
 
 namespace dsv4::gpu {
 
-// A failed runtime call or launch: names the call, the file and line, and the runtime's message.
-struct Error : std::runtime_error {
-  int code;
-  Error(int c, const std::string& what) : std::runtime_error(what), code(c) {}
-};
-
 [[noreturn]] inline void throw_error(hipError_t e, const char* expr, const char* file, int line) {
   throw Error(static_cast<int>(e), std::string(expr) + " failed at " + file + ":" +
                                        std::to_string(line) + ": " + hipGetErrorName(e) + " (" +
@@ -312,7 +316,9 @@ inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
               "kernel launch: no GPU backend in this build (preset cpu)");
 #else
   if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;  // an empty launch is no launch
-  kernel<<<grid, block, smem, stream> > >(std::forward<Args>(args)...);
+  // clang-format off
+  kernel<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+  // clang-format on
   hipError_t e = hipGetLastError();
   if (e != hipSuccess) throw_error(e, "kernel launch", __FILE__, __LINE__);
 #endif

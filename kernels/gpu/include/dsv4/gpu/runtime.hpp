@@ -4,9 +4,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 namespace dsv4::gpu {
+
+// A failed runtime call or launch: names the call, the file and line, and the runtime's message.
+struct Error : std::runtime_error {
+  int code;
+  Error(int c, const std::string& what) : std::runtime_error(what), code(c) {}
+};
 
 // Opaque stream handle (hipStream_t / cudaStream_t); nullptr is the default stream.
 using Stream = void*;
@@ -30,6 +37,9 @@ bool available(std::string* reason = nullptr);
 // The device index the tests use: CTest's CTEST_RESOURCE_GROUP_0_GPUS id when set, else 0 (the
 // runtime itself honours HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES). Selected on first use.
 int selected_device();
+// The device index in CTest's resource value "id:<n>,slots:<m>" (CTEST_RESOURCE_GROUP_0_GPUS);
+// -1 when the value has no well-formed id.
+int ctest_gpu_id(const std::string& resource_value);
 DeviceInfo device_info();
 
 void* malloc_bytes(size_t bytes);
