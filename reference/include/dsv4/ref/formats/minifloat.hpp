@@ -1,0 +1,118 @@
+// Exact integer core of the small-float codecs: fp32 decomposition, round-to-nearest-even of an
+// exact rational onto a minifloat grid, and exact packing into fp32. Host and device, C++17.
+#pragma once
+
+#include <cstdint>
+
+#include "dsv4/ref/formats/bf16.hpp"
+#include "dsv4/ref/formats/hd.hpp"
+
+// Unrolls a fixed-trip loop in device code (GCC would warn about the pragma in host builds).
+#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
+#define DSV4_UNROLL _Pragma("unroll")
+#else
+#define DSV4_UNROLL
+#endif
+
+namespace dsv4::minifloat {
+
+// Every function here works on integers only, so its result does not depend on the floating-point
+// environment (flush-to-zero, contraction, division accuracy) of the compiler or device.
+
+// Index of the highest set bit of v (v != 0).
+DSV4_HD int msb_index(uint32_t v) {
+  int r = 0;
+  if (v >> 16) v >>= 16, r += 16;
+  if (v >> 8) v >>= 8, r += 8;
+  if (v >> 4) v >>= 4, r += 4;
+  if (v >> 2) v >>= 2, r += 2;
+  if (v >> 1) r += 1;
+  return r;
+}
+
+// |x| = sig * 2^exp for a finite fp32 x (sig < 2^24; sig = 0 for zero); sign is 0 or 1.
+struct Parts {
+  uint32_t sign;
+  uint32_t sig;
+  int exp;
+};
+
+DSV4_HD Parts f32_parts(float x) {
+  const uint32_t u = f32_bits(x);
+  const uint32_t e = (u >> 23) & 0xffu, m = u & 0x7fffffu;
+  Parts p;
+  p.sign = u >> 31;
+  p.sig = e == 0 ? m : (m | 0x800000u);
+  p.exp = e == 0 ? -149 : int(e) - 150;
+  return p;
+}
+
+// A bf16 bit pattern's magnitude bits (sign cleared): ordered like the magnitudes, NaN above
+// 0x7f80 (infinity).
+DSV4_HD uint32_t bf16_magnitude(uint16_t h) { return h & 0x7fffu; }
+DSV4_HD bool bf16_bits_nan(uint16_t h) { return (h & 0x7fffu) > 0x7f80u; }
+
+DSV4_HD bool f32_is_nan(float x) { return (f32_bits(x) & 0x7fffffffu) > 0x7f800000u; }
+DSV4_HD bool f32_is_inf(float x) { return (f32_bits(x) & 0x7fffffffu) == 0x7f800000u; }
+
+// Round to nearest, ties to even, of the exact value v = sig * 2^exp / div onto the non-negative
+// grid of a binary format with kMant fraction bits whose smallest normal exponent is kEmin
+// (unbiased; subnormals below it, as IEEE). Returns the magnitude code: the subnormal codes
+// 0..2^kMant-1 and then (biased exponent << kMant) | fraction, so consecutive codes are consecutive
+// grid values. A result above max_code saturates to max_code. Preconditions: sig < 2^25,
+// div in [1, 15] (the odd part of a small divisor).
+template <int kMant, int kEmin>
+DSV4_HD uint32_t round_to_code(uint32_t sig, int exp, uint32_t div, uint32_t max_code) {
+  if (sig == 0) return 0;
+  // floor(log2(sig / div)) = t or t - 1, with t = msb(sig) - msb(div).
+  const int t = msb_index(sig) - msb_index(div);
+  const bool ge = t >= 0 ? sig >= (div << t) : (sig << -t) >= div;
+  const int ue = exp + t - (ge ? 0 : 1);  // floor(log2 v)
+  const int e = ue < kEmin ? kEmin : ue;  // binade of the result (kEmin for subnormals)
+  if (e - kEmin > 24) return max_code;    // far above any format here; saturates
+  const int s = exp - (e - kMant);        // v / quantum = sig * 2^s / div
+  uint32_t num = sig, den = div;
+  if (s >= 0) {
+    num = sig << s;  // v < 2^(e+1) keeps num / div below 2^(kMant+1): no overflow
+  } else {
+    if (-s > 26) return 0;  // v / quantum < 2^25 / 2^27 < 1/2: rounds to zero, never a tie
+    den = div << -s;        // < 15 * 2^26 < 2^30
+  }
+  uint32_t n = num / den;
+  const uint32_t twice_rem = 2u * (num - n * den);
+  if (twice_rem > den || (twice_rem == den && (n & 1u))) ++n;
+  const uint32_t code = (uint32_t(e - kEmin) << kMant) + n;  // a carry moves to the next binade
+  return code > max_code ? max_code : code;
+}
+
+// sig * 2^exp (exact integers) as fp32 with sign, rounded to nearest even when it does not fit;
+// overflow gives infinity, underflow rounds into the subnormals (and to zero).
+DSV4_HD float pack_f32(uint32_t sign, uint32_t sig, int exp) {
+  const uint32_t s = sign << 31;
+  if (sig == 0) return f32_from_bits(s);
+  const int p = msb_index(sig);
+  const int ue = p + exp;
+  if (ue > 127) return f32_from_bits(s | 0x7f800000u);
+  int shift;         // bits of sig dropped (> 0) or added (< 0)
+  uint32_t base;     // what the rounded significand is added to
+  if (ue >= -126) {  // normal: 24 significant bits, hidden bit carried into the exponent
+    shift = p - 23;
+    base = uint32_t(ue + 126) << 23;
+  } else {  // subnormal: multiples of 2^-149
+    shift = -149 - exp;
+    base = 0;
+  }
+  uint32_t n;
+  if (shift <= 0) {
+    n = sig << -shift;
+  } else if (shift > 31) {
+    n = 0;  // sig < 2^32 <= 2^(shift-1): below half a unit, rounds to zero
+  } else {
+    n = sig >> shift;
+    const uint32_t rem = sig & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (n & 1u))) ++n;
+  }
+  return f32_from_bits(s | (base + n));  // a carry into the exponent (even to inf) is exact
+}
+
+}  // namespace dsv4::minifloat

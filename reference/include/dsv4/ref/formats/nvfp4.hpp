@@ -1,0 +1,117 @@
+// NVFP4 blocks of compact page rows: 16 e2m1 values sharing one e4m3 scale. The block rules (scale
+// choice, element rounding, zero scale, NaN and infinity, decoding) as one host-and-device
+// definition that the reference and the kernels both call. C++17.
+#pragma once
+
+#include <cstdint>
+
+#include "dsv4/ref/formats/bf16.hpp"
+#include "dsv4/ref/formats/e2m1.hpp"
+#include "dsv4/ref/formats/e4m3.hpp"
+#include "dsv4/ref/formats/minifloat.hpp"
+
+namespace dsv4::nvfp4 {
+
+inline constexpr int kBlock = 16;
+
+// Block rules. amax is the largest |x| of the block (NaN excluded). The scale is S = e4m3(amax /
+// 6), round to nearest even of the exact quotient, saturating at 448 (an infinite amax gives 448).
+// Each element is e2m1(x / S): round to nearest even of the exact quotient, saturating at +-6; the
+// sign is the sign of x, also for results that round to zero. A zero scale (amax <= 6 * 2^-10)
+// gives zeros (+-0 by the sign of x). e2m1 has no NaN, so a block holding a NaN keeps it in its
+// scale: scale byte 0x7f (e4m3 NaN) and element codes 0; it dequantises to 16 NaNs.
+
+// e4m3 code of amax / 6 for amax >= 0 (not NaN), exactly: amax = sig * 2^exp, so amax / 6 is
+// sig * 2^(exp-1) / 3, rounded by the integer core.
+DSV4_HD uint8_t scale_code(float amax) {
+  if (minifloat::f32_is_inf(amax)) return kE4m3MaxCode;
+  const minifloat::Parts p = minifloat::f32_parts(amax);
+  return e4m3_round(p.sig, p.exp - 1, 3);
+}
+
+// Rounding |x| / S onto the e2m1 grid is deciding which of the 7 midpoints m_i (0.25, 0.75, 1.25,
+// 1.75, 2.5, 3.5, 5) times S lie below |x|. Each t_i = m_i * S has at most 3 + 4 significant bits
+// and lies in [2^-11, 2240], so it is an exact fp32 product and an exact bf16 value; |x| is
+// compared with it as bf16 magnitude bits. At a tie (|x| = t_i) the even code wins: it stays at
+// code i for even i and moves up for odd i, so odd thresholds are stored one below t_i.
+struct Thresholds {
+  uint32_t t[7];
+};
+
+DSV4_HD Thresholds thresholds(uint8_t sc) {
+  Thresholds th;
+  const float s = e4m3_to_f32(sc & 0x7fu);
+  const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  DSV4_UNROLL
+  for (int i = 0; i < 7; ++i) {
+    const uint32_t t = f32_bits(mid[i] * s) >> 16;  // exact product, exact bf16
+    // A zero scale puts every threshold above every non-NaN magnitude: all codes 0.
+    th.t[i] = (sc & 0x7fu) == 0 ? 0xffffu : t - (i & 1);
+  }
+  return th;
+}
+
+// The e2m1 code (sign in bit 3) of the bf16 value h (bit pattern) under the block's thresholds.
+DSV4_HD uint8_t encode(uint16_t h, const Thresholds& th) {
+  const uint32_t a = minifloat::bf16_magnitude(h);
+  uint32_t n = 0;
+  DSV4_UNROLL
+  for (int i = 0; i < 7; ++i) n += a > th.t[i] ? 1u : 0u;
+  return uint8_t(((uint32_t(h) >> 12) & 8u) | n);
+}
+
+// Quantises one block of 16 bf16 bit patterns: packed receives 8 bytes (value 2i in the low
+// nibble of byte i), the return value is the e4m3 scale code.
+DSV4_HD uint8_t quantize_block(const uint16_t* x, uint8_t* packed) {
+  uint32_t amax = 0;
+  bool nan = false;
+  DSV4_UNROLL
+  for (int i = 0; i < kBlock; ++i) {
+    const uint32_t a = minifloat::bf16_magnitude(x[i]);
+    nan = nan || a > 0x7f80u;
+    if (a <= 0x7f80u && a > amax) amax = a;
+  }
+  if (nan) {
+    DSV4_UNROLL
+    for (int j = 0; j < kBlock / 2; ++j) packed[j] = 0;
+    return kE4m3NaN;
+  }
+  const uint8_t sc = scale_code(f32_from_bits(amax << 16));
+  const Thresholds th = thresholds(sc);
+  DSV4_UNROLL
+  for (int j = 0; j < kBlock / 2; ++j)
+    packed[j] = e2m1_pack(encode(x[2 * j], th), encode(x[2 * j + 1], th));
+  return sc;
+}
+
+// Decoding: value = e2m1(nibble) * e4m3(scale), sign = sign(nibble) xor sign(scale). The product
+// has at most 2 + 4 significant bits and lies in [2^-10, 2688] or is zero, so the fp32
+// multiplication is exact (no subnormal, no flush-to-zero effect). A NaN scale gives 0x7fc00000.
+struct Decoder {
+  float scale;    // |S|
+  uint32_t sign;  // sign bit of S, in bit 31
+  bool nan;
+};
+
+DSV4_HD Decoder decoder(uint8_t sc) {
+  Decoder d;
+  d.scale = e4m3_to_f32(sc & 0x7fu);
+  d.sign = uint32_t(sc >> 7) << 31;
+  d.nan = e4m3_is_nan(sc);
+  return d;
+}
+
+DSV4_HD uint32_t decode_bits(uint8_t nibble, const Decoder& d) {
+  if (d.nan) return 0x7fc00000u;
+  const float mag = f32_from_bits(e2m1_magnitude_bits(nibble)) * d.scale;
+  return f32_bits(mag) | ((uint32_t(nibble & 8u) << 28) ^ d.sign);
+}
+
+DSV4_HD uint32_t decode_bits(uint8_t nibble, uint8_t sc) {
+  return decode_bits(nibble, decoder(sc));
+}
+DSV4_HD float decode(uint8_t nibble, uint8_t sc) { return f32_from_bits(decode_bits(nibble, sc)); }
+// The bf16 output: the fp32 value is exact in bf16 too (at most 6 significant bits).
+DSV4_HD bf16 decode_bf16(uint8_t nibble, uint8_t sc) { return f32_to_bf16(decode(nibble, sc)); }
+
+}  // namespace dsv4::nvfp4
