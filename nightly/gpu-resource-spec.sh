@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Writes the CTest resource spec for this node's GPUs (resource type "gpus", one entry per visible
+# device, ids 0..N-1 as the runtime numbers them), found with rocminfo or nvidia-smi.
+# usage: nightly/gpu-resource-spec.sh [--slots N] [--output FILE] [--backend auto|rocm|cuda]
+#                                     [--allow-none]
+# Exit 0 written, 1 no GPU found (unless --allow-none), 2 bad usage.
+set -uo pipefail
+
+slots=1 output=- backend=auto allow_none=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --slots) slots=${2:-}; shift 2 ;;
+    --output|-o) output=${2:-}; shift 2 ;;
+    --backend) backend=${2:-}; shift 2 ;;
+    --allow-none) allow_none=1; shift ;;
+    -h|--help) sed -n '2,6p' "$0"; exit 0 ;;
+    *) echo "gpu-resource-spec: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+case "$slots" in ''|*[!0-9]*|0) echo "gpu-resource-spec: --slots must be a positive integer, got '$slots'" >&2; exit 2 ;; esac
+case "$backend" in auto|rocm|cuda) ;; *) echo "gpu-resource-spec: --backend must be auto, rocm or cuda, got '$backend'" >&2; exit 2 ;; esac
+
+count_rocm() {  # GPU agents in rocminfo's listing
+  command -v rocminfo >/dev/null || return 1
+  rocminfo 2>/dev/null | grep -cE '^[[:space:]]*Device Type:[[:space:]]+GPU[[:space:]]*$'
+}
+count_cuda() {  # one line per GPU
+  command -v nvidia-smi >/dev/null || return 1
+  nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | grep -cE '^[[:space:]]*[0-9]+[[:space:]]*$'
+}
+
+n=0 source=none
+if [ "$backend" != cuda ]; then
+  c=$(count_rocm) && [ "${c:-0}" -gt 0 ] && { n=$c; source=rocminfo; }
+fi
+if [ "$n" -eq 0 ] && [ "$backend" != rocm ]; then
+  c=$(count_cuda) && [ "${c:-0}" -gt 0 ] && { n=$c; source=nvidia-smi; }
+fi
+
+# A visible-devices list narrows what the runtime shows and renumbers it from 0.
+if [ "$source" = rocminfo ]; then vars="ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES"
+else vars="CUDA_VISIBLE_DEVICES"; fi
+for v in $vars; do
+  if [ -n "${!v+set}" ]; then
+    list=${!v}
+    if [ -z "$list" ]; then visible=0; else visible=$(tr ',' '\n' <<<"$list" | grep -c .); fi
+    [ "$visible" -lt "$n" ] && { n=$visible; source="$source, $v=$list"; }
+  fi
+done
+
+if [ "$n" -eq 0 ] && [ "$allow_none" -eq 0 ]; then
+  echo "gpu-resource-spec: no GPU found (rocminfo and nvidia-smi list none, or a *_VISIBLE_DEVICES hides them)" >&2
+  exit 1
+fi
+
+spec='{\n  "version": {"major": 1, "minor": 0},\n  "local": [\n    {\n      "gpus": ['
+for ((i = 0; i < n; ++i)); do
+  sep=','; [ $i -eq $((n - 1)) ] && sep=''
+  spec+="\n        {\"id\": \"$i\", \"slots\": $slots}$sep"
+done
+spec+='\n      ]\n    }\n  ]\n}\n'
+if [ "$output" = - ]; then
+  printf "$spec"
+else
+  printf "$spec" >"$output" || { echo "gpu-resource-spec: cannot write '$output'" >&2; exit 2; }
+fi
+echo "gpu-resource-spec: $n GPUs ($source), $slots slot(s) each -> $output" >&2
