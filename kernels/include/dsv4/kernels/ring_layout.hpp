@@ -1,0 +1,48 @@
+// ring_layout launchers: sliding-window ring locs for the KV write path (prefill, verify) and the
+// window rows a decode token reads. Semantics: dsv4/ref/ring_layout.hpp (the specification).
+#pragma once
+
+#include <cstdint>
+
+#include "dsv4/gpu/runtime.hpp"
+#include "dsv4/kernels/error_counter.hpp"
+
+namespace dsv4::kernels::ring_layout {
+
+// The ring's geometry: slot s owns pool rows [s*ring, (s+1)*ring). win >= 1, ring >= win,
+// ring * n_slots <= INT32_MAX (the read side's row indices are int32).
+struct Ring {
+  int64_t ring = 0;
+  int64_t win = 0;
+  int64_t n_slots = 0;
+};
+
+// DSpark's ring for a window and a draft length: win + draft_tokens - 1.
+constexpr int64_t ring_rows(int64_t win, int64_t draft_tokens) { return win + draft_tokens - 1; }
+
+// Every launcher: device pointers, enqueued on s without synchronisation (capturable), invalid
+// entries counted in *errors (see dsv4/kernels/error_counter.hpp), bad arguments throw
+// std::invalid_argument naming the field.
+
+// loc[t] = slot[t]*ring + pos[t]%ring for T tokens; final_pos may be null (no window cut).
+void token_locs(const int64_t* slot, const int64_t* pos, const int64_t* final_pos, int64_t T,
+                const Ring& g, int64_t* loc, int64_t* errors, gpu::Stream s);
+
+// The [B, V] verify layout: slot[B], pos[B*V], commit_len[B] -> loc[B*V].
+void verify_locs(const int64_t* slot, const int64_t* pos, const int32_t* commit_len, int64_t B,
+                 int64_t V, const Ring& g, int64_t* loc, int64_t* errors, gpu::Stream s);
+
+// Read side for D decode tokens: batch_id[D] (-1 = padding), pos[D], slot[B] -> indptr[D+1] and
+// rows (capacity D*win; entries past indptr[D] are not written). Two launches: the offsets (one
+// block), then the rows.
+void window_rows(const int32_t* batch_id, const int64_t* pos, int64_t D, const int64_t* slot,
+                 int64_t B, const Ring& g, int32_t* indptr, int32_t* rows, int64_t* errors,
+                 gpu::Stream s);
+
+// Prefill expansion: req_slot[B], indptr[B+1] (token offsets of each request in the chunk),
+// pos[T] -> token_slot[T], final_pos[T].
+void prefill_slots(const int64_t* req_slot, const int32_t* indptr, int64_t B, const int64_t* pos,
+                   int64_t T, int64_t* token_slot, int64_t* final_pos, int64_t* errors,
+                   gpu::Stream s);
+
+}  // namespace dsv4::kernels::ring_layout
