@@ -1,6 +1,7 @@
 // Replays one case file: runs the family's reference or kernel and compares with the stored output.
 #include <exception>
 #include <sstream>
+#include <stdexcept>
 
 #include "dsv4/fixtures/replay.hpp"
 #include "dsv4/gpu/runtime.hpp"
@@ -116,6 +117,9 @@ Result run(const Request& req) {
       device_failures = dev.failures.size();
     }
   } catch (const st::FormatError& e) {
+    return fail(2, report, std::string("the case does not fit the family: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    // The family's reference or launcher refused the case's sizes or layout.
     return fail(2, report, std::string("the case does not fit the family: ") + e.what());
   } catch (const CannotRun& e) {
     return fail(3, report, e.what());
