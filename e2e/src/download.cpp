@@ -1,0 +1,69 @@
+// Cached, checksum-verified downloads.
+#include "download.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "gsm8k_data.hpp"
+#include "http_client.hpp"
+
+namespace dsv4::eval {
+
+namespace fs = std::filesystem;
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("DSV4_CACHE_DIR"); d && *d) return d;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/dsv4-eval";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/dsv4-eval";
+  return ".dsv4-cache";
+}
+
+std::string fetch_cached(const std::string& url, const std::string& sha256,
+                         const std::string& cache_dir, double timeout_s) {
+  std::string name = url.substr(url.find_last_of('/') + 1);
+  const size_t q = name.find_first_of("?#");
+  if (q != std::string::npos) name.resize(q);
+  if (name.empty()) name = "download";
+  const size_t dot = name.find_last_of('.');
+  const std::string stem = dot == std::string::npos ? name : name.substr(0, dot);
+  const std::string ext = dot == std::string::npos ? "" : name.substr(dot);
+  const std::string tag =
+      sha256.empty() ? gsm8k::sha256_hex(url).substr(0, 12) : sha256.substr(0, 12);
+  const fs::path target = fs::path(cache_dir) / (stem + "-" + tag + ext);
+
+  std::error_code ec;
+  if (fs::exists(target, ec)) {
+    if (sha256.empty() || gsm8k::sha256_file(target.string()) == sha256) return target.string();
+    fs::remove(target, ec);  // corrupt cache entry: fetch again
+  }
+  fs::create_directories(cache_dir, ec);
+  if (ec) throw DownloadError("cannot create cache directory '" + cache_dir + "': " + ec.message());
+
+  HttpRequest r;
+  r.method = "GET";
+  r.url = url;
+  r.timeout_s = timeout_s;
+  r.max_attempts = 4;
+  r.backoff_s = 1;
+  HttpResult res = http_fetch(std::move(r));
+  if (!res.ok()) throw DownloadError("cannot download " + url + ": " + res.error_message);
+  const std::string got = gsm8k::sha256_hex(res.body);
+  if (!sha256.empty() && got != sha256)
+    throw ChecksumError("sha256 of " + url + " (" + std::to_string(res.body.size()) +
+                        " bytes) is " + got + ", expected " + sha256);
+  const fs::path tmp = target.string() + ".part." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f || !f.write(res.body.data(), std::streamsize(res.body.size())) || !f.flush())
+      throw DownloadError("cannot write '" + tmp.string() + "'");
+  }
+  fs::rename(tmp, target, ec);
+  if (ec)
+    throw DownloadError("cannot move download into '" + target.string() + "': " + ec.message());
+  return target.string();
+}
+
+}  // namespace dsv4::eval
