@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -33,7 +34,10 @@ struct Invocation {
 };
 
 Invocation replay(const std::string& args) {
-  const std::string cmd = std::string(DSV4_REPLAY_EXE) + " " + args + " 2>&1";
+  // DSV4_REPLAY overrides the built path (a build copied to another machine).
+  const char* env = std::getenv("DSV4_REPLAY");
+  const std::string exe = env && *env ? env : DSV4_REPLAY_EXE;
+  const std::string cmd = exe + " " + args + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return {-1, "popen failed: " + cmd};
   std::string out;
