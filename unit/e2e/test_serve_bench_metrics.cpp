@@ -29,13 +29,13 @@ RequestTiming timing(double start, double ttft, std::vector<double> itl, double 
 }
 
 TEST(StreamTimer, ChunkOfNTokensCountsAsNEqualGaps) {
-  StreamTimer t(10.0, 7);
+  StreamTimer t(7);
   t.on_tokens(10.5, 1);  // first token: TTFT 0.5
   t.on_tokens(10.8, 4);  // 3 tokens in one chunk after 0.3 s: three gaps of 0.1
   t.on_tokens(10.9, 4);  // no new token: no gap, the previous token time stays 10.8
   t.on_tokens(11.2, 5);  // one token 0.4 s after the last token chunk
   t.on_line(11.25);      // [DONE]
-  const RequestTiming r = t.finish();
+  const RequestTiming r = t.finish(10.0);
   ASSERT_TRUE(r.success) << r.error;
   EXPECT_EQ(r.prompt_len, 7);
   EXPECT_EQ(r.output_len, 5);
@@ -48,10 +48,10 @@ TEST(StreamTimer, ChunkOfNTokensCountsAsNEqualGaps) {
 }
 
 TEST(StreamTimer, FirstChunkWithSeveralTokensGivesNoGap) {
-  StreamTimer t(0.0, 3);
+  StreamTimer t(3);
   t.on_tokens(0.2, 3);
   t.on_tokens(0.5, 6);
-  const RequestTiming r = t.finish();
+  const RequestTiming r = t.finish(0.0);
   ASSERT_TRUE(r.success);
   EXPECT_EQ(r.first_chunk_tokens, 3);
   EXPECT_EQ(r.output_len, 6);
@@ -61,16 +61,22 @@ TEST(StreamTimer, FirstChunkWithSeveralTokensGivesNoGap) {
 }
 
 TEST(StreamTimer, NoTokenIsAFailureAndAnErrorIsKept) {
-  StreamTimer a(0.0, 3);
+  StreamTimer a(3);
   a.on_line(0.1);
-  const auto ra = a.finish();
+  const auto ra = a.finish(0.0);
   EXPECT_FALSE(ra.success);
   EXPECT_NE(ra.error.find("no generated token"), std::string::npos) << ra.error;
-  StreamTimer b(0.0, 3);
+  StreamTimer b(3);
   b.on_tokens(0.1, 2);
-  const auto rb = b.finish("stream truncated");
+  const auto rb = b.finish(0.0, "stream truncated");
   EXPECT_FALSE(rb.success);
   EXPECT_EQ(rb.error, "stream truncated");
+  b.reset();  // a retried attempt starts over
+  b.on_tokens(0.4, 1);
+  const auto rc = b.finish(0.3);
+  EXPECT_TRUE(rc.success);
+  EXPECT_EQ(rc.output_len, 1);
+  EXPECT_NEAR(rc.ttft_s, 0.1, 1e-12);
 }
 
 TEST(Summary, MatchesNumpyDefinitions) {

@@ -1,0 +1,124 @@
+// Shared helpers of the e2e tests: temporary directories, running dsv4-eval commands in-process,
+// synthetic data, reading reports.
+#pragma once
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "command.hpp"
+#include "dsv4/test_server/test_server.hpp"
+
+namespace dsv4::e2e_test {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under the system temp dir, removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name = std::string("dsv4-e2e-") + (info ? info->name() : "x") + "-" +
+                       std::to_string(::getpid()) + "-" + std::to_string(counter()++);
+    for (char& c : name)
+      if (c == '/') c = '_';
+    path_ = fs::temp_directory_path() / name;
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!::testing::Test::HasFailure()) fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  std::string str(const std::string& leaf = "") const {
+    return leaf.empty() ? path_.string() : (path_ / leaf).string();
+  }
+
+ private:
+  static int& counter() {
+    static int c = 0;
+    return c;
+  }
+  fs::path path_;
+};
+
+// Runs `dsv4-eval <args...>` in this process and returns its exit code.
+inline int run_eval(std::vector<std::string> args) {
+  const eval::Command* c = eval::find_command(args.at(0));
+  if (!c) {
+    ADD_FAILURE() << "no dsv4-eval command '" << args[0] << "'";
+    return -1;
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return c->run(int(args.size()), argv.data());
+}
+
+// Runs a command and captures what it writes to stderr.
+inline int run_eval_capture(std::vector<std::string> args, std::string& err) {
+  ::testing::internal::CaptureStderr();
+  const int rc = run_eval(std::move(args));
+  err = ::testing::internal::GetCapturedStderr();
+  return rc;
+}
+
+inline std::string write_questions(const TempDir& dir, size_t n, uint64_t seed,
+                                   const std::string& leaf = "questions.jsonl") {
+  const std::string path = dir.str(leaf);
+  test_server::write_gsm8k(path, test_server::synth_gsm8k(n, seed));
+  return path;
+}
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+inline nlohmann::json read_report(const std::string& out_dir) {
+  return nlohmann::json::parse(slurp(out_dir + "/report.json"));
+}
+
+inline std::vector<nlohmann::json> read_results(const std::string& out_dir) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(slurp(out_dir + "/results.jsonl"));
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+// A free TCP port on 127.0.0.1 (bound and released; fine for tests that need it in advance).
+inline int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+}  // namespace dsv4::e2e_test

@@ -1,0 +1,351 @@
+// serve-bench against the test server: planted prefill and per-token sleeps give the TTFT, TPOT,
+// ITL and E2E the definitions predict; chunked streams; exact input and output lengths; Poisson
+// pacing; concurrency cap; accept length after the flush; the command's block, gates and reports.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "command.hpp"
+#include "dsv4/test_server/test_server.hpp"
+#include "serve_bench_run.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace dsv4::eval::serve;
+using dsv4::test_server::TestServer;
+using dsv4::test_server::TestServerConfig;
+
+// Timing tolerance. A planted sleep is a lower bound (a measurement can come out lower only by the
+// delivery jitter of one chunk); scheduling can only add to it, at most kPerSleepMs per sleep on a
+// loaded 2-core machine, plus kBaseMs for the request's own round trip. Load only ever adds delay,
+// so a timing check is repeated on a fresh run (up to 3 times) and passes when one run is within
+// tolerance; every attempt's numbers are reported when none is.
+constexpr double kBelowMs = 1.0;
+constexpr double kBaseMs = 2.0;
+constexpr double kPerSleepMs = 1.0;
+
+struct Check {
+  std::string why;
+  // `got` within [want - kBelowMs, want + kBaseMs + kPerSleepMs * sleeps / per].
+  void near(const char* what, double got, double want, double sleeps, double per = 1.0) {
+    const double hi = want + kBaseMs + kPerSleepMs * sleeps / per;
+    if (got < want - kBelowMs || got > hi) {
+      std::ostringstream o;
+      o << what << " = " << got << " ms, planted " << want << " ms (allowed [" << want - kBelowMs
+        << ", " << hi << "]); ";
+      why += o.str();
+    }
+  }
+};
+
+template <class F>
+void timing_attempts(F attempt) {
+  std::string log;
+  for (int i = 1; i <= 3; ++i) {
+    Check c;
+    attempt(c);
+    if (::testing::Test::HasFatalFailure()) return;
+    if (c.why.empty()) return;
+    log += "attempt " + std::to_string(i) + ": " + c.why + "\n";
+  }
+  ADD_FAILURE() << "timings off in every attempt:\n" << log;
+}
+
+TestServerConfig server_config(double prefill_ms, double token_ms, int interval) {
+  TestServerConfig c;
+  c.prefill_sleep_ms = prefill_ms;
+  c.token_sleep_ms = token_ms;
+  c.stream_interval = interval;
+  c.vocab_size = 5000;
+  c.threads = 64;
+  return c;
+}
+
+BenchOptions bench(const TestServer& s, int64_t n, int64_t in, int64_t out, double ratio) {
+  BenchOptions b;
+  b.url = s.url();
+  b.workload.num_prompts = n;
+  b.workload.input_len = in;
+  b.workload.output_len = out;
+  b.workload.range_ratio = ratio;
+  b.workload.seed = 11;
+  b.progress = false;
+  return b;
+}
+
+TEST(ServeBenchServer, PlantedSleepsGiveTheDefinedTimings) {
+  TestServer server(server_config(40, 10, 1));
+  server.start();
+  BenchOptions b = bench(server, 6, 100, 16, 1.0);
+  b.max_concurrency = 3;
+  SCOPED_TRACE("seed=11 prompts=6 input=100 output=16 prefill=40ms token=10ms interval=1 conc=3");
+  timing_attempts([&](Check& c) {
+    const BenchOutcome r = run_serve_bench(b);
+    EXPECT_EQ(r.vocab_source, "/get_model_info");
+    EXPECT_EQ(r.vocab_size, 5000);
+    ASSERT_EQ(r.metrics.completed, 6) << (r.errors.empty() ? "" : r.errors[0]);
+    EXPECT_EQ(r.metrics.total_input, 600);
+    EXPECT_EQ(r.metrics.total_output, 96);
+    EXPECT_EQ(r.short_outputs, 0);
+    EXPECT_EQ(r.prompt_len_mismatches, 0);
+    EXPECT_EQ(r.metrics.itl_ms.count, 6u * 15u);
+    for (const auto& t : r.timings) {
+      EXPECT_EQ(t.first_chunk_tokens, 1);
+      EXPECT_EQ(t.output_len, 16);
+      // TPOT's definition, exactly: (E2E - TTFT) / (n - 1).
+      EXPECT_NEAR((t.latency_s - t.ttft_s) / 15.0,
+                  std::accumulate(t.itl_s.begin(), t.itl_s.end(), 0.0) / 15.0, 2e-3);
+    }
+    EXPECT_LE(server.stats().max_concurrent, 3u);
+    // TTFT = prefill + one token (2 sleeps); ITL = TPOT = one token; E2E = prefill + 16 tokens.
+    c.near("median TTFT", r.metrics.ttft_ms.median, 50.0, 2);
+    c.near("mean TTFT", r.metrics.ttft_ms.mean, 50.0, 2);
+    c.near("mean TPOT", r.metrics.tpot_ms.mean, 10.0, 1);
+    c.near("median ITL", r.metrics.itl_ms.median, 10.0, 1);
+    c.near("mean ITL", r.metrics.itl_ms.mean, 10.0, 1);
+    c.near("mean E2E", r.metrics.e2e_ms.mean, 200.0, 17);
+    // Two waves of three requests; concurrency = sum(E2E) / duration, near 3.
+    c.near("duration", 1000.0 * r.metrics.duration_s, 400.0, 2 * 17 + 4);
+    if (!(r.metrics.concurrency > 2.4 && r.metrics.concurrency <= 3.0 + 1e-9))
+      c.why += "concurrency " + std::to_string(r.metrics.concurrency) + " not in (2.4, 3]; ";
+  });
+}
+
+TEST(ServeBenchServer, ChunkedStreamCountsEachChunkAsEqualGaps) {
+  TestServer server(server_config(20, 10, 4));
+  server.start();
+  BenchOptions b = bench(server, 4, 64, 16, 1.0);
+  b.max_concurrency = 4;
+  SCOPED_TRACE("seed=11 prompts=4 output=16 prefill=20ms token=10ms interval=4");
+  timing_attempts([&](Check& c) {
+    const BenchOutcome r = run_serve_bench(b);
+    ASSERT_EQ(r.metrics.completed, 4);
+    for (const auto& t : r.timings) {
+      EXPECT_EQ(t.first_chunk_tokens, 4);
+      ASSERT_EQ(t.itl_s.size(), 12u);
+      for (size_t k = 0; k < 12; k += 4) EXPECT_DOUBLE_EQ(t.itl_s[k], t.itl_s[k + 3]);
+    }
+    // First chunk: 4 tokens after 20 + 40 ms (2 sleeps). Then 3 chunks of 4 tokens every 40 ms:
+    // 12 gaps of 10 ms (one sleep per 4 gaps). E2E = 20 + 160 ms (5 sleeps).
+    // TPOT = (E2E - TTFT) / 15 = (180 - 60) / 15 = 8 ms (3 sleeps over 15).
+    c.near("median TTFT", r.metrics.ttft_ms.median, 60.0, 2);
+    c.near("mean ITL", r.metrics.itl_ms.mean, 10.0, 1, 4);
+    c.near("mean E2E", r.metrics.e2e_ms.mean, 180.0, 5);
+    c.near("mean TPOT", r.metrics.tpot_ms.mean, 8.0, 3, 15);
+  });
+}
+
+TEST(ServeBenchServer, InputAndOutputLengthsAreExact) {
+  TestServer server(server_config(0, 0, 1));
+  server.start();
+  BenchOptions b = bench(server, 24, 80, 20, 0.5);
+  b.max_concurrency = 8;
+  SCOPED_TRACE("seed=11 prompts=24 input=80 output=20 ratio=0.5");
+  const BenchOutcome r = run_serve_bench(b);
+  ASSERT_EQ(r.metrics.completed, 24);
+  WorkloadSpec w = b.workload;
+  w.vocab_size = 5000;
+  const auto reqs = make_workload(w);
+  int64_t in_sum = 0, out_sum = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(r.timings[i].prompt_len, int64_t(reqs[i].input_ids.size())) << "request " << i;
+    EXPECT_EQ(r.timings[i].output_len, reqs[i].output_len) << "request " << i;
+    in_sum += int64_t(reqs[i].input_ids.size());
+    out_sum += reqs[i].output_len;
+  }
+  EXPECT_EQ(r.metrics.total_input, in_sum);
+  EXPECT_EQ(r.metrics.total_output, out_sum);
+  EXPECT_EQ(r.prompt_len_mismatches, 0);  // the server counted every input_ids list as sent
+  EXPECT_EQ(r.short_outputs, 0);
+}
+
+TEST(ServeBenchServer, TokenIdsOutsideTheServersVocabularyFail) {
+  TestServer server(server_config(0, 0, 1));
+  server.start();
+  BenchOptions b = bench(server, 4, 200, 4, 1.0);
+  b.workload.vocab_size = 100000;  // the server's is 5000: 200 ids each, some above
+  b.warmup_requests = 0;
+  const BenchOutcome r = run_serve_bench(b);
+  EXPECT_EQ(r.metrics.failed, 4);
+  ASSERT_FALSE(r.errors.empty());
+  EXPECT_NE(r.errors[0].find("400"), std::string::npos) << r.errors[0];
+}
+
+TEST(ServeBenchServer, RequestRatePacesSendsAsTheSeededArrivals) {
+  TestServer server(server_config(0, 0, 1));
+  server.start();
+  BenchOptions b = bench(server, 12, 16, 4, 1.0);
+  b.workload.request_rate = 40.0;
+  b.warmup_requests = 0;
+  SCOPED_TRACE("seed=11 prompts=12 rate=40/s");
+  WorkloadSpec w = b.workload;
+  w.vocab_size = 5000;
+  const auto reqs = make_workload(w);
+  ASSERT_GT(reqs.back().send_at_s, 0.1);  // the arrivals spread out
+  timing_attempts([&](Check& c) {
+    const BenchOutcome r = run_serve_bench(b);
+    ASSERT_EQ(r.metrics.completed, 12);
+    EXPECT_EQ(r.context.request_rate.value_or(0), 40.0);
+    for (size_t i = 1; i < reqs.size(); ++i) {
+      const double sent_ms = 1000.0 * (r.timings[i].start_s - r.timings[0].start_s);
+      c.near(("send offset of request " + std::to_string(i)).c_str(), sent_ms,
+             1000.0 * (reqs[i].send_at_s - reqs[0].send_at_s), 2);  // 2 ms pacing tick
+    }
+  });
+}
+
+TEST(ServeBenchServer, AcceptLengthAfterTheFlushPerRank) {
+  TestServerConfig c = server_config(0, 0, 1);
+  c.accept_lengths = {3.0, 2.0};
+  TestServer server(c);
+  server.start();
+  BenchOptions b = bench(server, 8, 16, 60, 1.0);
+  b.warmup_requests = 3;
+  const BenchOutcome r = run_serve_bench(b);
+  ASSERT_EQ(r.metrics.completed, 8);
+  EXPECT_TRUE(r.flushed);
+  ASSERT_EQ(r.accept_per_rank.size(), 2u);
+  // 4 requests of 60 tokens per rank: ceil(240/3) = 80 and 120 verify steps.
+  EXPECT_NEAR(r.accept_per_rank[0].value_or(0), 3.0, 1e-9);
+  EXPECT_NEAR(r.accept_per_rank[1].value_or(0), 2.0, 1e-9);
+  EXPECT_NEAR(r.context.accept_length.value_or(0), 2.5, 1e-9);
+
+  TestServerConfig off = server_config(0, 0, 1);
+  off.spec = false;
+  TestServer s2(off);
+  s2.start();
+  const BenchOutcome r2 = run_serve_bench(bench(s2, 2, 8, 4, 1.0));
+  EXPECT_FALSE(r2.context.accept_length.has_value());
+  EXPECT_NE(r2.accept_note.find("speculative decoding off"), std::string::npos) << r2.accept_note;
+}
+
+TEST(ServeBenchServer, CannotStartWithoutVocabularyOrServer) {
+  TestServerConfig c = server_config(0, 0, 1);
+  c.vocab_size = 0;  // like SGLang: /get_model_info has no vocab_size
+  TestServer server(c);
+  server.start();
+  try {
+    run_serve_bench(bench(server, 2, 8, 4, 1.0));
+    FAIL() << "ran without a vocabulary size";
+  } catch (const BenchError& e) {
+    EXPECT_EQ(e.exit_code, 2);
+    EXPECT_NE(std::string(e.what()).find("--vocab-size"), std::string::npos) << e.what();
+  }
+  BenchOptions b = bench(server, 2, 8, 4, 1.0);
+  b.url = "http://127.0.0.1:" + std::to_string(server.port());
+  server.stop();
+  try {
+    run_serve_bench(b);
+    FAIL() << "ran against a stopped server";
+  } catch (const BenchError& e) {
+    EXPECT_EQ(e.exit_code, 3) << e.what();
+  }
+}
+
+int run_cmd(const char* name, std::vector<std::string> args) {
+  const auto* cmd = dsv4::eval::find_command(name);
+  if (!cmd) return -1;
+  args.insert(args.begin(), name);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return cmd->run(int(argv.size()), argv.data());
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+TEST(ServeBenchCommand, BlockGatesReportsAndAComparisonOfPlantedConfigurations) {
+  const fs::path root =
+      fs::temp_directory_path() / ("dsv4_serve_bench_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  // Two planted configurations: "spec=off" at 20 ms per token, "spec=mtp" at 10 ms.
+  struct Config {
+    const char* spec;
+    double token_ms;
+  };
+  for (const Config& cfg : {Config{"off", 20.0}, Config{"mtp", 10.0}}) {
+    TestServer server(server_config(20, cfg.token_ms, 1));
+    server.start();
+    const std::string out = (root / cfg.spec).string();
+    ::testing::internal::CaptureStdout();
+    const int rc = run_cmd("serve-bench", {"--url",
+                                           server.url(),
+                                           "--random-input",
+                                           "32",
+                                           "--random-output",
+                                           "12",
+                                           "--random-range-ratio",
+                                           "1",
+                                           "--num-prompts",
+                                           "4",
+                                           "--max-concurrency",
+                                           "4",
+                                           "--warmup-requests",
+                                           "1",
+                                           "--gate",
+                                           "mean_tpot_ms<50",
+                                           "--gate",
+                                           "completed==4",
+                                           "--label",
+                                           "backend=test",
+                                           "--label",
+                                           std::string("spec=") + cfg.spec,
+                                           "--out",
+                                           out,
+                                           "--no-progress"});
+    const std::string stdout_text = ::testing::internal::GetCapturedStdout();
+    ASSERT_EQ(rc, 0) << stdout_text << slurp(fs::path(out) / "report.md");
+    EXPECT_NE(stdout_text.find("============ Serving Benchmark Result ============"),
+              std::string::npos);
+    EXPECT_NE(stdout_text.find("Successful requests:                     4"), std::string::npos)
+        << stdout_text;
+    const auto j = nlohmann::json::parse(slurp(fs::path(out) / "report.json"));
+    EXPECT_EQ(j["suite"], "serve-bench");
+    EXPECT_EQ(j["labels"]["spec"], cfg.spec);
+    EXPECT_EQ(j["metrics"]["total_output_tokens"], 48);
+    EXPECT_EQ(j["gates"].size(), 2u);
+    EXPECT_TRUE(fs::exists(fs::path(out) / "junit.xml"));
+  }
+  // A gate that fails gives exit 1 and a FAIL report.
+  {
+    TestServer server(server_config(0, 1, 1));
+    server.start();
+    ::testing::internal::CaptureStdout();
+    const int rc =
+        run_cmd("serve-bench", {"--url", server.url(), "--num-prompts", "2", "--random-input", "8",
+                                "--random-output", "4", "--gate", "mean_tpot_ms<0.001", "--out",
+                                (root / "fail").string(), "--no-progress"});
+    ::testing::internal::GetCapturedStdout();
+    EXPECT_EQ(rc, 1);
+    EXPECT_EQ(nlohmann::json::parse(slurp(root / "fail" / "report.json"))["status"], "FAIL");
+  }
+  EXPECT_EQ(run_cmd("serve-bench", {"--request-rate", "fast", "--out", (root / "x").string()}), 2);
+  EXPECT_EQ(run_cmd("serve-bench", {"--gate", "tpot<<3", "--out", (root / "x").string()}), 2);
+
+  // The comparison of the two planted configurations: TPOT speedup near 20/10 = 2 (scheduling
+  // delay adds the same few ms to both, pulling it below 2).
+  ::testing::internal::CaptureStdout();
+  const int rc = run_cmd("report", {(root / "off").string(), (root / "mtp").string(), "--group-by",
+                                    "backend,spec", "--baseline", "spec=off", "--columns",
+                                    "ttft,tpot,itl,ttt", "--out", (root / "cmp").string()});
+  const std::string md = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(rc, 0) << md;
+  const auto cmp = nlohmann::json::parse(slurp(root / "cmp" / "comparison.json"));
+  ASSERT_EQ(cmp["rows"].size(), 2u) << md;
+  EXPECT_EQ(cmp["rows"][0]["config"]["spec"], "off");
+  const double speedup = cmp["rows"][1]["speedups"]["tpot"].get<double>();
+  EXPECT_GT(speedup, 1.5) << md;
+  EXPECT_LT(speedup, 2.05) << md;
+  fs::remove_all(root);
+}
+
+}  // namespace
