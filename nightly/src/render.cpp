@@ -84,25 +84,25 @@ void report_job(std::ostringstream& o, const Registry& reg) {
   o << "      - name: Summarise; fail when a suite job failed or was cancelled\n";
   o << "        env:\n";
   o << "          NEEDS: ${{ toJSON(needs) }}\n";
+  o << "        shell: python\n";
   o << "        run: |\n";
-  o << "          {\n";
-  o << "            echo \"## " << reg.nightly.name << " suites\"\n";
-  o << "            echo\n";
-  o << "            echo \"| suite | result |\"\n";
-  o << "            echo \"| --- | --- |\"\n";
-  o << "            jq -r 'to_entries[] | \"| \\(.key) | \\(.value.result) |\"' <<<\"$NEEDS\"\n";
-  o << "          } >> \"$GITHUB_STEP_SUMMARY\"\n";
-  o << "          bad=failure,cancelled\n";
+  o << "          import json, os, sys\n";
+  o << "          needs = json.loads(os.environ[\"NEEDS\"])\n";
+  o << "          bad = {\"failure\", \"cancelled\"}\n";
   o << "          # A scheduled run skips nothing: a skipped suite there is a dormant one.\n";
-  o << "          if [ \"$GITHUB_EVENT_NAME\" = schedule ]; then bad=$bad,skipped; fi\n";
-  o << "          failed=$(jq -r --arg bad \"$bad\" '[to_entries[] | select(.value.result as $r"
-       " | ($bad | split(\",\") | index($r))) | \"\\(.key)=\\(.value.result)\"] | join(\" \")'"
-       " <<<\"$NEEDS\")\n";
-  o << "          if [ -n \"$failed\" ]; then\n";
-  o << "            echo \"::error::suite jobs did not pass: $failed\"\n";
-  o << "            exit 1\n";
-  o << "          fi\n";
-  o << "          echo \"every suite job that ran passed\"\n";
+  o << "          if os.environ.get(\"GITHUB_EVENT_NAME\") == \"schedule\":\n";
+  o << "              bad.add(\"skipped\")\n";
+  o << "          rows = \"\".join(f\"| {k} | {v['result']} |\\n\" for k, v in "
+       "sorted(needs.items()))\n";
+  o << "          with open(os.environ[\"GITHUB_STEP_SUMMARY\"], \"a\") as f:\n";
+  o << "              f.write(\"## " << reg.nightly.name
+    << " suites\\n\\n| suite | result |\\n| --- | --- |\\n\" + rows)\n";
+  o << "          failed = [f\"{k}={v['result']}\" for k, v in sorted(needs.items()) if "
+       "v[\"result\"] in bad]\n";
+  o << "          if failed:\n";
+  o << "              print(\"::error::suite jobs did not pass: \" + \" \".join(failed))\n";
+  o << "              sys.exit(1)\n";
+  o << "          print(\"every suite job that ran passed\")\n";
 }
 
 std::vector<std::string> lines_of(const std::string& text) {

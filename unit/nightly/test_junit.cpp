@@ -1,0 +1,106 @@
+// JUnit reading (CTest's and GoogleTest's formats) and the families x checks summary table.
+#include <gtest/gtest.h>
+
+#include "junit.hpp"
+
+namespace dsv4::nightly {
+namespace {
+
+// As CTest 3.25 writes it (--output-junit), with a name that needs XML escapes.
+const char* kCtestXml = R"X(<?xml version="1.0" encoding="UTF-8"?>
+<testsuite name="(empty)" tests="4" failures="1" disabled="0" skipped="1" hostname="" time="0">
+	<testcase name="kernels/KvStore.PoisonOutsideTargets" classname="kernels/KvStore.PoisonOutsideTargets" time="0.01" status="run">
+		<system-out>ok
+</system-out>
+	</testcase>
+	<testcase name="kernels/Sweep/RingLayout.Shapes/T1 &lt;&amp;&gt;" classname="kernels/Sweep/RingLayout.Shapes/T1 &lt;&amp;&gt;" time="0.01" status="fail">
+		<failure message="mismatch at [3]"/>
+		<system-out>bad</system-out>
+	</testcase>
+	<testcase name="kernels/SplitCombine.GraphReplayMatchesEager" classname="kernels/SplitCombine.GraphReplayMatchesEager" time="0" status="notrun">
+		<skipped message="SKIP_REGULAR_EXPRESSION_MATCHED"/>
+		<system-out>[  SKIPPED ] no device</system-out>
+	</testcase>
+	<testcase name="kernels/Smoke.Launch" classname="kernels/Smoke.Launch" time="0.1" status="run"/>
+</testsuite>
+)X";
+
+// As GoogleTest writes it (--gtest_output=xml), CDATA and a skipped result included.
+const char* kGtestXml = R"X(<?xml version="1.0" encoding="UTF-8"?>
+<testsuites tests="3" failures="1" disabled="0" errors="0" time="0.2" name="AllTests">
+  <testsuite name="KvStore" tests="3" failures="1" disabled="0" skipped="1" errors="0" time="0.2">
+    <testcase name="Hostile" status="run" result="completed" time="0.1" classname="KvStore">
+      <failure message="a.cpp:10&#x0A;Expected: 1" type=""><![CDATA[a.cpp:10
+Expected: <testcase name="fake"/>]]></failure>
+    </testcase>
+    <testcase name="Determinism" status="run" result="skipped" time="0" classname="KvStore">
+      <skipped message="no GPU"/>
+    </testcase>
+    <testcase name="Bitwise" status="run" result="completed" time="0.1" classname="KvStore" />
+  </testsuite>
+</testsuites>
+)X";
+
+TEST(Junit, ReadsCtestOutput) {
+  const auto r = parse_junit(kCtestXml);
+  ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(r[0].name, "kernels/KvStore.PoisonOutsideTargets");
+  EXPECT_EQ(r[0].outcome, Outcome::kPass);
+  EXPECT_EQ(r[1].name, "kernels/Sweep/RingLayout.Shapes/T1 <&>");
+  EXPECT_EQ(r[1].outcome, Outcome::kFail);
+  EXPECT_EQ(r[1].message, "mismatch at [3]");
+  EXPECT_EQ(r[2].outcome, Outcome::kSkip);
+  EXPECT_EQ(r[3].outcome, Outcome::kPass);
+}
+
+TEST(Junit, ReadsGtestOutputIgnoringCdata) {
+  const auto r = parse_junit(kGtestXml);
+  ASSERT_EQ(r.size(), 3u) << "the <testcase> inside CDATA is text, not a test";
+  EXPECT_EQ(r[0].name, "KvStore.Hostile");
+  EXPECT_EQ(r[0].outcome, Outcome::kFail);
+  EXPECT_EQ(r[0].message, "a.cpp:10\nExpected: 1");
+  EXPECT_EQ(r[1].outcome, Outcome::kSkip);
+  EXPECT_EQ(r[2].outcome, Outcome::kPass);
+}
+
+TEST(Junit, MalformedInputThrows) {
+  EXPECT_THROW(parse_junit("<testsuite><testcase name=\"a\" status=\"run\">"), std::runtime_error);
+  EXPECT_THROW(parse_junit("<testcase name=\"a"), std::runtime_error);
+  EXPECT_THROW(parse_junit("<testcase name=a>"), std::runtime_error);
+  EXPECT_TRUE(parse_junit("<testsuite/>").empty());
+}
+
+TEST(Junit, FamilyAndCheckOfATestName) {
+  const std::vector<std::string> fams = {"kv_store", "ring_layout", "split_combine"};
+  EXPECT_EQ(family_of("kernels/KvStore.Poison", fams), "kv_store");
+  EXPECT_EQ(family_of("kernels/Sweep/RingLayoutShapes.Read/T4", fams), "ring_layout");
+  EXPECT_EQ(family_of("kernels/kv_store_fused.Rope", fams), "kv_store");
+  EXPECT_EQ(family_of("kernels/Smoke.Launch", fams), "other");
+  const std::vector<std::pair<std::string, std::string>> checks = {
+      {"graph", "Graph|Replay"}, {"poison", "Poison"}, {"sweep", "Sweep"}};
+  EXPECT_EQ(check_of("kernels/KvStore.PoisonAfterGraphReplay", checks), "graph");  // first wins
+  EXPECT_EQ(check_of("kernels/KvStore.poisonoutside", checks), "poison");  // case-insensitive
+  EXPECT_EQ(check_of("kernels/Sweep/RingLayout.Shapes/T1", checks), "sweep");
+  EXPECT_EQ(check_of("kernels/Smoke.Launch", checks), "other");
+}
+
+TEST(Junit, SummaryTableLaysOutFamiliesByChecks) {
+  Ctest spec;
+  spec.families = {"kv_store", "ring_layout", "split_combine", "sampling_renorm"};
+  spec.checks = {{"graph", "Graph|Replay"}, {"poison", "Poison"}, {"sweep", "Sweep|Shape"}};
+  const std::string md = summary_table("kernels-x", parse_junit(kCtestXml), spec);
+  EXPECT_NE(md.find("### kernels-x: 4 tests, 2 passed, 1 failed, 1 skipped"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| family | graph | poison | sweep | other | all |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| kv_store | — | ✅ 1/1 | — | — | ✅ 1/1 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| ring_layout | — | — | ❌ 0/1 | — | ❌ 0/1 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| split_combine | ⏭ 1 skipped | — | — | — | ⏭ 1 skipped |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| sampling_renorm | — | — | — | — | no tests |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| other | — | — | — | ✅ 1/1 | ✅ 1/1 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Failed tests:\n- `kernels/Sweep/RingLayout.Shapes/T1 <&>`"), std::string::npos)
+      << md;
+}
+
+}  // namespace
+}  // namespace dsv4::nightly

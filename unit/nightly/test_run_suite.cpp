@@ -1,0 +1,362 @@
+// run-suite and sanitize orchestration with stand-in tools (shell scripts): exit codes, the
+// server always stopped, logs and reports kept in the artifact folder, the kernels table.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "helpers.hpp"
+#include "registry.hpp"
+#include "run_suite.hpp"
+
+namespace dsv4::nightly {
+namespace {
+
+using nlohmann::json;
+
+// dsv4-eval stand-in: behaviour from FAKE_* variables of the suite's environment.
+const char* kFakeEval = R"X(#!/bin/sh
+cmd=$1; shift
+echo "fake dsv4-eval $cmd $*"
+case "$cmd" in
+  wait-ready)
+    [ -n "$FAKE_READY_SLEEP" ] && sleep "$FAKE_READY_SLEEP"
+    exit "${FAKE_READY_EXIT:-0}" ;;
+  gsm8k)
+    out=
+    while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
+    echo '{"accuracy": 0.95}' > "$out/report.json"
+    [ -n "$FAKE_RUN_SLEEP" ] && sleep "$FAKE_RUN_SLEEP"
+    exit "${FAKE_RUN_EXIT:-0}" ;;
+esac
+exit 2
+)X";
+
+// Server stand-in: writes the port file (when given one) and serves nothing until stopped.
+const char* kFakeServer = R"X(#!/bin/sh
+echo "fake server $*"
+portfile=
+while [ $# -gt 0 ]; do [ "$1" = --port-file ] && portfile=$2; shift; done
+if [ -n "$FAKE_SERVER_EXIT" ]; then sleep 0.3; echo "fake server: failing"; exit "$FAKE_SERVER_EXIT"; fi
+[ -n "$portfile" ] && echo 12345 > "$portfile"
+exec sleep 300
+)X";
+
+const char* kFakeNvidiaSmi = R"X(#!/bin/sh
+[ -n "$FAKE_NO_GPU" ] || printf '0\n1\n'
+)X";
+
+class RunSuite : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv("GITHUB_STEP_SUMMARY");
+    test::write_file(dir_ / "build/e2e/dsv4-eval", kFakeEval, true);
+    test::write_file(dir_ / "build/fixtures/server/fake-server", kFakeServer, true);
+    test::write_file(dir_ / "build/nightly/nvidia-smi", kFakeNvidiaSmi, true);
+    test::write_file(dir_ / "src/nightly/gpu-resource-spec.sh",
+                     test::read_file(DSV4_SOURCE_DIR "/nightly/gpu-resource-spec.sh"), true);
+    // A ctest tree standing in for a GPU build: two families, one test needing two GPUs.
+    test::write_file(dir_ / "src/ct-pass/CTestTestfile.cmake",
+                     "add_test(kernels/KvStore.Poison /bin/true)\n"
+                     "add_test(kernels/RingLayout.GraphReplay /bin/sh -c \"exit 0\")\n"
+                     "add_test(cpu/Other.Test /bin/false)\n"
+                     "set_tests_properties(kernels/KvStore.Poison kernels/RingLayout.GraphReplay "
+                     "PROPERTIES LABELS gpu RESOURCE_GROUPS gpus:1)\n"
+                     "set_tests_properties(cpu/Other.Test PROPERTIES LABELS cpu)\n");
+    test::write_file(dir_ / "src/ct-fail/CTestTestfile.cmake",
+                     "add_test(kernels/KvStore.Poison /bin/true)\n"
+                     "add_test(kernels/KvStore.Hostile /bin/sh -c \"echo mismatch; exit 1\")\n"
+                     "set_tests_properties(kernels/KvStore.Poison kernels/KvStore.Hostile "
+                     "PROPERTIES LABELS gpu RESOURCE_GROUPS gpus:1)\n");
+    json e2e = {{"kind", "e2e"},
+                {"runs_on", "linux-mi35x-gpu-8"},
+                {"timeout_minutes", 10},
+                {"build", {{"preset", "cpu"}}},
+                {"server",
+                 {{"command", {"fake-server", "--port", "0", "--port-file", "{port_file}"}},
+                  {"ready_timeout_s", 20},
+                  {"stop_grace_s", 2}}},
+                {"run",
+                 {{"command", {"dsv4-eval", "gsm8k", "--url", "{url}", "--out", "{out}"}},
+                  {"gates", {"accuracy>0.92"}},
+                  {"timeout_s", 20}}}};
+    auto with = [&](const char* name, json env) {
+      json s = e2e;
+      s["name"] = name;
+      s["env"] = env;
+      return s;
+    };
+    json fixed_port =
+        with("e2e-server-dies", {{"FAKE_SERVER_EXIT", "7"}, {"FAKE_READY_SLEEP", "30"}});
+    fixed_port["server"]["command"] = {"fake-server", "--port", "{port}"};
+    json timeout = with("e2e-runner-timeout", {{"FAKE_RUN_SLEEP", "30"}});
+    timeout["run"]["timeout_s"] = 1;
+    json missing = with("e2e-missing-runner", json::object());
+    missing["run"]["command"] = {"dsv4-eval-absent", "--url", "{url}"};
+    json kernels = {{"kind", "kernels"},
+                    {"runs_on", "linux-mi35x-gpu-8"},
+                    {"timeout_minutes", 10},
+                    {"build", {{"preset", "hip"}}},
+                    {"ctest",
+                     {{"test_dir", "ct-pass"},
+                      {"label", "gpu"},
+                      {"parallel", 2},
+                      {"timeout_s", 60},
+                      {"families", {"kv_store", "ring_layout"}},
+                      {"checks",
+                       {{{"name", "graph"}, {"match", "Graph"}},
+                        {{"name", "poison"}, {"match", "Poison"}},
+                        {{"name", "hostile"}, {"match", "Hostile"}}}}}}};
+    json kfail = kernels, knogpu = kernels;
+    kernels["name"] = "kernels-pass";
+    kfail["name"] = "kernels-fail";
+    kfail["ctest"]["test_dir"] = "ct-fail";
+    knogpu["name"] = "kernels-no-gpu";
+    knogpu["env"] = {{"FAKE_NO_GPU", "1"}};
+    json doc = {{"schema", 1},
+                {"nightly", {{"cron", "0 2 * * *"}}},
+                {"pr", {{"deps_command", "true"}, {"test_command", "true"}}},
+                {"suites",
+                 {with("e2e-green", json::object()), with("e2e-gate", {{"FAKE_RUN_EXIT", "1"}}),
+                  with("e2e-not-ready", {{"FAKE_READY_EXIT", "3"}}), fixed_port, timeout, missing,
+                  kernels, kfail, knogpu}}};
+    reg_ = parse_registry(doc, "test-suites.json");
+  }
+
+  int run(const std::string& suite) {
+    RunOptions o;
+    o.suite = suite;
+    o.out = dir_ / ("out/" + suite);
+    o.source_dir = dir_ / "src";
+    o.build_dir = dir_ / "build";
+    const auto t0 = std::chrono::steady_clock::now();
+    const int code = run_suite(reg_, o);
+    seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    manifest_ = json::parse(test::read_file(o.out + "/suite.json"));
+    return code;
+  }
+  std::string artifact(const std::string& suite, const std::string& file) {
+    return test::read_file(dir_ / ("out/" + suite + "/" + file));
+  }
+  // The server run-suite started is gone.
+  void expect_server_stopped() {
+    ASSERT_TRUE(manifest_.contains("server_pid")) << manifest_.dump(2);
+    EXPECT_FALSE(test::process_alive(manifest_["server_pid"].get<long>()))
+        << "server still running: " << manifest_.dump(2);
+  }
+
+  test::TempDir dir_;
+  Registry reg_;
+  json manifest_;
+  double seconds_ = 0;
+};
+
+TEST_F(RunSuite, E2eGreenPath) {
+  EXPECT_EQ(run("e2e-green"), 0) << manifest_.dump(2);
+  expect_server_stopped();
+  EXPECT_EQ(manifest_["result"], "pass");
+  EXPECT_EQ(manifest_["url"], "http://127.0.0.1:12345");  // from the port file
+  const std::string runner = artifact("e2e-green", "runner.log");
+  EXPECT_NE(runner.find("fake dsv4-eval gsm8k --url http://127.0.0.1:12345 --out " +
+                        dir_ / "out/e2e-green/eval" + " --gate accuracy>0.92"),
+            std::string::npos)
+      << runner;
+  EXPECT_NE(artifact("e2e-green", "wait-ready.log").find("wait-ready --url http://127.0.0.1:12345"),
+            std::string::npos);
+  EXPECT_NE(artifact("e2e-green", "server.log").find("fake server --port 0 --port-file"),
+            std::string::npos);
+  EXPECT_FALSE(artifact("e2e-green", "eval/report.json").empty());
+  EXPECT_NE(artifact("e2e-green", "summary.md").find("## e2e-green: ✅ pass (exit 0)"),
+            std::string::npos);
+  const auto files = manifest_["files"].get<std::vector<std::string>>();
+  for (const char* f : {"server.log", "wait-ready.log", "runner.log", "run-suite.log",
+                        "eval/report.json", "suite.json", "summary.md"})
+    EXPECT_NE(std::find(files.begin(), files.end(), f), files.end()) << f;
+}
+
+TEST_F(RunSuite, E2eGateFailureIsExit1) {
+  EXPECT_EQ(run("e2e-gate"), 1) << manifest_.dump(2);
+  expect_server_stopped();
+  EXPECT_EQ(manifest_["result"], "gate failed");
+}
+
+TEST_F(RunSuite, E2eNeverReadyIsExit3WithLogsKept) {
+  EXPECT_EQ(run("e2e-not-ready"), 3) << manifest_.dump(2);
+  expect_server_stopped();
+  EXPECT_NE(manifest_["reason"].get<std::string>().find("wait-ready exited with 3"),
+            std::string::npos);
+  EXPECT_FALSE(artifact("e2e-not-ready", "server.log").empty());
+  EXPECT_NE(artifact("e2e-not-ready", "summary.md").find("last lines of server.log"),
+            std::string::npos);
+}
+
+TEST_F(RunSuite, E2eServerThatExitsIsNoticedWhileWaiting) {
+  EXPECT_EQ(run("e2e-server-dies"), 3) << manifest_.dump(2);
+  EXPECT_LT(seconds_, 15.0) << "run-suite waited for wait-ready instead of watching the server";
+  EXPECT_NE(manifest_["reason"].get<std::string>().find("server exited (exit code 7)"),
+            std::string::npos)
+      << manifest_["reason"];
+  EXPECT_NE(artifact("e2e-server-dies", "server.log").find("fake server: failing"),
+            std::string::npos);
+}
+
+TEST_F(RunSuite, E2eRunnerTimeoutIsExit3) {
+  EXPECT_EQ(run("e2e-runner-timeout"), 3) << manifest_.dump(2);
+  EXPECT_LT(seconds_, 15.0);
+  expect_server_stopped();
+  EXPECT_NE(manifest_["reason"].get<std::string>().find("did not finish within 1 s"),
+            std::string::npos)
+      << manifest_["reason"];
+}
+
+TEST_F(RunSuite, E2eMissingRunnerIsExit3) {
+  EXPECT_EQ(run("e2e-missing-runner"), 3) << manifest_.dump(2);
+  expect_server_stopped();
+  EXPECT_NE(manifest_["reason"].get<std::string>().find("dsv4-eval-absent"), std::string::npos)
+      << manifest_["reason"];
+}
+
+TEST_F(RunSuite, UnknownSuiteIsExit2) {
+  RunOptions o;
+  o.suite = "nope";
+  EXPECT_EQ(run_suite(reg_, o), 2);
+}
+
+TEST_F(RunSuite, KernelsPass) {
+  ::setenv("GITHUB_STEP_SUMMARY", (dir_ / "step-summary.md").c_str(), 1);
+  EXPECT_EQ(run("kernels-pass"), 0) << manifest_.dump(2);
+  ::unsetenv("GITHUB_STEP_SUMMARY");
+  EXPECT_EQ(manifest_["tests"], 2) << "only the gpu label runs";
+  const std::string spec = artifact("kernels-pass", "resource-spec.json");
+  EXPECT_EQ(json::parse(spec)["local"][0]["gpus"].size(), 2u) << spec;
+  EXPECT_NE(artifact("kernels-pass", "junit.xml").find("kernels/KvStore.Poison"),
+            std::string::npos);
+  const std::string summary = test::read_file(dir_ / "step-summary.md");
+  EXPECT_NE(summary.find("| kv_store | — | ✅ 1/1 | — | ✅ 1/1 |"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("| ring_layout | ✅ 1/1 | — | — | ✅ 1/1 |"), std::string::npos) << summary;
+  EXPECT_NE(artifact("kernels-pass", "run-suite.log").find("--resource-spec-file"),
+            std::string::npos);
+}
+
+TEST_F(RunSuite, KernelsFailureIsExit1WithTheTable) {
+  EXPECT_EQ(run("kernels-fail"), 1) << manifest_.dump(2);
+  EXPECT_EQ(manifest_["tests_failed"], 1);
+  const std::string md = artifact("kernels-fail", "summary.md");
+  EXPECT_NE(md.find("| kv_store | — | ✅ 1/1 | ❌ 0/1 | ❌ 1/2 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("- `kernels/KvStore.Hostile`"), std::string::npos) << md;
+}
+
+TEST_F(RunSuite, KernelsWithoutGpuIsExit3) {
+  EXPECT_EQ(run("kernels-no-gpu"), 3) << manifest_.dump(2);
+  EXPECT_NE(artifact("kernels-no-gpu", "resource-spec.log").find("no GPU found"),
+            std::string::npos);
+}
+
+// compute-sanitizer stand-in: runs the command; FAKE_SANITIZER_ERRORS plants a finding.
+const char* kFakeSanitizer = R"X(#!/bin/sh
+log=
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tool|--error-exitcode|--print-limit) shift 2 ;;
+    --log-file) log=$2; shift 2 ;;
+    --*) shift ;;
+    *) break ;;
+  esac
+done
+echo "========= COMPUTE-SANITIZER" > "$log"
+"$@"; rc=$?
+if [ -n "$FAKE_SANITIZER_ERRORS" ] && [ "${1##*/}" = "$FAKE_SANITIZER_ERRORS" ]; then
+  printf '========= Invalid __global__ write of size 2 bytes\n=========     at kv_store+0x40\n' >> "$log"
+  printf '========= Invalid __global__ write of size 2 bytes\n' >> "$log"
+  echo "========= ERROR SUMMARY: 2 errors" >> "$log"
+  exit 86
+fi
+echo "========= ERROR SUMMARY: 0 errors" >> "$log"
+exit $rc
+)X";
+
+// GoogleTest stand-in: writes a passing XML report for the tests its filter names.
+const char* kFakeGtest = R"X(#!/bin/sh
+for a; do
+  case "$a" in
+    --gtest_filter=*) f=${a#--gtest_filter=} ;;
+    --gtest_output=xml:*) x=${a#--gtest_output=xml:} ;;
+  esac
+done
+echo "filter $f" >> "$0.calls"
+{
+  echo '<testsuites>'
+  IFS=:
+  for t in $f; do
+    echo "<testcase name=\"${t#*.}\" classname=\"${t%%.*}\" status=\"run\" result=\"completed\"/>"
+  done
+  echo '</testsuites>'
+} > "$x"
+)X";
+
+class Sanitize : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv("GITHUB_STEP_SUMMARY");
+    ::unsetenv("FAKE_SANITIZER_ERRORS");
+    test::write_file(dir_ / "bin/compute-sanitizer", kFakeSanitizer, true);
+    for (const char* exe : {"kernels_test_kv_store", "kernels_test_ring_layout", "cpu_test"})
+      test::write_file(dir_ / (std::string("build/") + exe), kFakeGtest, true);
+    std::string ct;
+    auto add = [&](const std::string& exe, const std::string& test, const std::string& label) {
+      const std::string name = "kernels/" + test;
+      ct += "add_test(" + name + " " + dir_ / ("build/" + exe) + " --gtest_filter=" + test +
+            " --gtest_also_run_disabled_tests --gtest_output=xml:" + dir_ / "ignored.xml" + ")\n";
+      ct += "set_tests_properties(" + name + " PROPERTIES LABELS " + label + " WORKING_DIRECTORY " +
+            dir_.path() + ")\n";
+    };
+    add("kernels_test_kv_store", "KvStore.Poison", "gpu");
+    add("kernels_test_kv_store", "KvStore.Hostile", "gpu");
+    add("kernels_test_ring_layout", "RingLayout.Read", "gpu");
+    add("cpu_test", "Cpu.Only", "cpu");
+    test::write_file(dir_ / "build/CTestTestfile.cmake", ct);
+    opt_.build_dir = dir_ / "build";
+    opt_.sanitizer = dir_ / "bin/compute-sanitizer";
+    opt_.out = dir_ / "out";
+    opt_.timeout_s = 60;
+  }
+  test::TempDir dir_;
+  SanitizeOptions opt_;
+};
+
+TEST_F(Sanitize, CleanRunOneProcessPerExecutable) {
+  EXPECT_EQ(sanitize(opt_), 0);
+  EXPECT_EQ(test::read_file(dir_ / "build/kernels_test_kv_store.calls"),
+            "filter KvStore.Poison:KvStore.Hostile\n");
+  EXPECT_EQ(test::read_file(dir_ / "build/kernels_test_ring_layout.calls"),
+            "filter RingLayout.Read\n");
+  EXPECT_TRUE(test::read_file(dir_ / "build/cpu_test.calls").empty()) << "label cpu ran";
+  const std::string md = test::read_file(dir_ / "out/summary.md");
+  EXPECT_NE(md.find("2 executables, 3 tests: 3 passed, 0 failed, 0 skipped; 0 sanitizer errors"),
+            std::string::npos)
+      << md;
+}
+
+TEST_F(Sanitize, FindingsFailTheRunAndAreListed) {
+  ::setenv("FAKE_SANITIZER_ERRORS", "kernels_test_kv_store", 1);
+  EXPECT_EQ(sanitize(opt_), 1);
+  ::unsetenv("FAKE_SANITIZER_ERRORS");
+  const std::string md = test::read_file(dir_ / "out/summary.md");
+  EXPECT_NE(md.find("2 sanitizer errors"), std::string::npos) << md;
+  EXPECT_NE(md.find("| kernels_test_kv_store | 2 | 0 | 0 | 2 | exit 86 |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- kernels_test_kv_store: Invalid __global__ write of size 2 bytes (x2)"),
+            std::string::npos)
+      << md;
+}
+
+TEST_F(Sanitize, MissingSanitizerOrTestsCannotRun) {
+  SanitizeOptions o = opt_;
+  o.sanitizer = dir_ / "bin/absent";
+  EXPECT_EQ(sanitize(o), 3);
+  o = opt_;
+  o.label = "no-such-label";
+  EXPECT_EQ(sanitize(o), 3);
+}
+
+}  // namespace
+}  // namespace dsv4::nightly
