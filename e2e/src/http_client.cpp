@@ -444,7 +444,8 @@ struct HttpClient::Impl {
 
   bool is_idle() const { return n_running == 0 && queue.empty() && delayed.empty(); }
 
-  // One turn of the loop: start what may start, move bytes, finish what ended, wait a little.
+  // One turn of the loop: start what may start, move bytes, finish what ended, then wait for
+  // socket activity, curl's own timers or the next retry (at most max_wait_ms).
   void step(int max_wait_ms) {
     start_ready();
     int still = 0;
@@ -452,18 +453,13 @@ struct HttpClient::Impl {
     drain_messages();
     deliver();
     start_ready();
-    if (is_idle() && finished.empty()) return;
-    if (n_running > 0) {
-      curl_multi_perform(multi, &still);
-      drain_messages();
-      deliver();
-    }
+    if (is_idle()) return;
     int wait = max_wait_ms;
     if (!delayed.empty()) {
       const double until = delayed.begin()->first - monotonic_seconds();
       wait = std::min(wait, std::max(0, int(std::ceil(until * 1e3))));
     }
-    if (n_running > 0 || wait > 0) curl_multi_poll(multi, nullptr, 0, wait, nullptr);
+    curl_multi_poll(multi, nullptr, 0, wait, nullptr);
   }
 
   void cancel(Transfer* t) {
