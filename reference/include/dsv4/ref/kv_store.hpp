@@ -16,8 +16,10 @@ namespace dsv4::ref::kv_store {
 // nothing of it is read. loc[t] >= pool_rows is an error: nothing is written for that row and it is
 // counted as rejected (the kernel adds it to its device error counter). Every other pool value,
 // including the gaps of a strided pool, is left as it was. T = 0 does nothing. In-range locs are
-// distinct in real use (the allocator hands out distinct slots); if two rows name the same slot,
-// the reference keeps the later row and the kernel keeps one of them (unspecified which).
+// distinct in real use (the allocator hands out distinct slots, and SGLang's DSV4 store requires
+// it); if several rows name one slot, the reference keeps the last of them, and the kernel leaves
+// each value of that pool row equal to the same value of one of them (which one, per value, is
+// unspecified: rows are written in parallel pieces).
 //
 // norm_rope_store computes, per row, in fp32:
 //   x_j = float(kv[t, j]);  ss = sum_j x_j^2 (order below);  inv = 1 / sqrtf(ss / width + eps)
