@@ -35,10 +35,14 @@ namespace dsv4::ref::ring_layout {
 // pool):
 //   a slot outside [0, n_slots) other than the padding value -1 (for uncommitted tokens nothing is
 //   checked), a negative position, a batch id other than -1 outside [0, B), and in prefill_slots a
-//   request whose last token lies past T. Where DESIGN.md is silent (the padding value -1, the
-//   final_pos and commit_len edge rules, counting instead of clamping) this follows SGLang's DSV4
-//   unified-KV path: padded entries are skipped, never written, and real tokens always resolve
-//   inside their own slot's ring.
+//   request whose last token lies past T.
+// Relation to SGLang's DSV4 path: the ring size (sliding window + draft tokens - 1) and the row
+// formula (request slot * ring + position % ring, with a commit mask on the verify step's writes)
+// are SGLang's. SGLang sends masked writes to a sink row; here they are -1, the convention of the
+// rest of this project, so kv_store skips them. The edge rules DESIGN.md leaves open (the padding
+// value -1, negative final_pos, commit_len outside [0, V], counting bad entries instead of
+// clamping) are chosen so that no padded or malformed entry can name a row outside its own slot's
+// ring.
 
 // The ring's geometry. Pool rows = ring * n_slots, which must fit int32 (the read side's indices).
 struct Ring {
