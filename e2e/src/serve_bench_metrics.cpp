@@ -9,10 +9,9 @@
 
 namespace dsv4::eval::serve {
 
-StreamTimer::StreamTimer(double start_s, int64_t prompt_len) {
-  r_.start_s = start_s;
-  r_.prompt_len = prompt_len;
-}
+StreamTimer::StreamTimer(int64_t prompt_len) : prompt_len_(prompt_len) {}
+
+void StreamTimer::reset() { *this = StreamTimer(prompt_len_); }
 
 void StreamTimer::on_line(double t) {
   last_line_t_ = t;
@@ -21,25 +20,31 @@ void StreamTimer::on_line(double t) {
 
 void StreamTimer::on_tokens(double t, int64_t completion_tokens) {
   on_line(t);
-  const int64_t added = completion_tokens - r_.output_len;
+  const int64_t added = completion_tokens - output_len_;
   if (added <= 0) return;  // a chunk without a new token: no gap, the previous time stays
-  if (r_.output_len == 0) {
-    r_.ttft_s = t - r_.start_s;
-    r_.first_chunk_tokens = added;
+  if (output_len_ == 0) {
+    first_token_t_ = t;
+    first_chunk_tokens_ = added;
   } else {
-    const double gap = (t - last_token_t_) / double(added);
-    r_.itl_s.insert(r_.itl_s.end(), size_t(added), gap);
+    itl_.insert(itl_.end(), size_t(added), (t - last_token_t_) / double(added));
   }
   last_token_t_ = t;
-  r_.output_len = completion_tokens;
+  output_len_ = completion_tokens;
 }
 
-RequestTiming StreamTimer::finish(const std::string& error) {
-  r_.latency_s = any_line_ ? last_line_t_ - r_.start_s : 0.0;
-  r_.error = error;
-  if (r_.error.empty() && r_.output_len == 0) r_.error = "the stream carried no generated token";
-  r_.success = r_.error.empty();
-  return r_;
+RequestTiming StreamTimer::finish(double start_s, const std::string& error) const {
+  RequestTiming r;
+  r.prompt_len = prompt_len_;
+  r.output_len = output_len_;
+  r.first_chunk_tokens = first_chunk_tokens_;
+  r.start_s = start_s;
+  r.ttft_s = output_len_ > 0 ? first_token_t_ - start_s : 0.0;
+  r.latency_s = any_line_ ? last_line_t_ - start_s : 0.0;
+  r.itl_s = itl_;
+  r.error = error;
+  if (r.error.empty() && output_len_ == 0) r.error = "the stream carried no generated token";
+  r.success = r.error.empty();
+  return r;
 }
 
 double percentile_sorted(const std::vector<double>& v, double q) {

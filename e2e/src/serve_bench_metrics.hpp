@@ -47,20 +47,27 @@ struct RequestTiming {
 // Turns stream events into a RequestTiming as they arrive (times on one monotonic clock).
 class StreamTimer {
  public:
-  StreamTimer(double start_s, int64_t prompt_len);
+  explicit StreamTimer(int64_t prompt_len);
   // A data line whose cumulative completion token count is `completion_tokens`, received at `t`.
   void on_tokens(double t, int64_t completion_tokens);
   // Any non-empty stream line (data or [DONE]) received at `t`: moves the E2E end.
   void on_line(double t);
-  // Completes the timing: success when at least one token arrived and no error was given.
-  RequestTiming finish(const std::string& error = "");
-  const RequestTiming& timing() const { return r_; }
+  // Forgets everything received (a new attempt of the request starts over).
+  void reset();
+  // Completes the timing of a request sent at `start_s`: success when at least one token arrived
+  // and no error is given.
+  RequestTiming finish(double start_s, const std::string& error = "") const;
+  int64_t tokens() const { return output_len_; }
 
  private:
-  RequestTiming r_;
+  int64_t prompt_len_;
+  int64_t output_len_ = 0;
+  int64_t first_chunk_tokens_ = 0;
+  double first_token_t_ = 0;
   double last_token_t_ = 0;
   double last_line_t_ = 0;
   bool any_line_ = false;
+  std::vector<double> itl_;
 };
 
 // mean, median, std, P90, P95, P99 and max of one sample, in the sample's unit.

@@ -210,7 +210,14 @@ TEST(ServeBenchServer, AcceptLengthAfterTheFlushPerRank) {
   ASSERT_EQ(r.metrics.completed, 8);
   EXPECT_TRUE(r.flushed);
   ASSERT_EQ(r.accept_per_rank.size(), 2u);
-  // 4 requests of 60 tokens per rank: ceil(240/3) = 80 and 120 verify steps.
+  const auto st = server.stats();
+  SCOPED_TRACE("server: flushes " + std::to_string(st.flushes) + ", rank tokens " +
+               std::to_string(st.rank_tokens[0]) + "/" + std::to_string(st.rank_tokens[1]) +
+               ", verify " + std::to_string(st.rank_verify[0]) + "/" +
+               std::to_string(st.rank_verify[1]) + ", requests " +
+               std::to_string(st.generate_requests));
+  // Each request of 60 tokens takes 60/3 = 20 verify steps on rank 0 and 60/2 = 30 on rank 1; the
+  // input_ids pick the rank, and these 8 reach both.
   EXPECT_NEAR(r.accept_per_rank[0].value_or(0), 3.0, 1e-9);
   EXPECT_NEAR(r.accept_per_rank[1].value_or(0), 2.0, 1e-9);
   EXPECT_NEAR(r.context.accept_length.value_or(0), 2.5, 1e-9);
