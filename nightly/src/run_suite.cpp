@@ -283,9 +283,13 @@ class SuiteRun {
 
     // wait-ready, while watching the server
     const double left = std::max(1.0, ready_deadline - now_s());
+    // The runner's own dsv4-eval when the runner is one, else the one on PATH.
+    const std::string& runner0 = suite_.run.command.front();
+    const std::string eval =
+        fs::path(runner0).filename() == "dsv4-eval" ? runner0 : std::string("dsv4-eval");
     std::vector<std::string> wr_argv = {
-        "dsv4-eval", "wait-ready", "--url",
-        url,         "--timeout",  std::to_string(static_cast<long>(std::ceil(left)))};
+        eval, "wait-ready", "--url",
+        url,  "--timeout",  std::to_string(static_cast<long>(std::ceil(left)))};
     const size_t w_step = step("wait-ready", wr_argv, out_ + "/wait-ready.log");
     double t0 = now_s();
     {
