@@ -146,6 +146,41 @@ TEST(Mxfp8Block, DecodeMatchesFp64ForEveryCodeAndScale) {
   EXPECT_EQ(mxfp8::decode(0x78, 119), 1.0f);            // 256 * 2^-8
 }
 
+// The word-at-a-time decoders (short path when all four codes are normal) against decode_bits, for
+// every code in every byte position under every scale, next to random normal codes (so the short
+// path is taken whenever the code allows) and next to random bytes.
+TEST(Mxfp8Block, FourCodeDecodersMatchTheOneCodeDecoder) {
+  const uint64_t seed = fx::test_seed();
+  DSV4_CASE(seed, "every (code, byte position, scale), other bytes random normal or random");
+  fx::Rng rng(seed);
+  Misses m;
+  for (uint32_t sc = 0; sc < 256; ++sc)
+    for (uint32_t c = 0; c < 256; ++c)
+      for (int k = 0; k < 4; ++k)
+        for (int others_normal = 0; others_normal < 2; ++others_normal) {
+          uint32_t codes = 0;
+          for (int j = 0; j < 4; ++j) {
+            uint32_t b = uint32_t(rng.next()) & 0xffu;
+            if (others_normal) b = (b & 0x80u) | uint32_t(rng.range(8, 0x7e));
+            codes |= (j == k ? c : b) << (8 * j);
+          }
+          uint32_t f32[4], b16[2];
+          mxfp8::decode4_bits(codes, uint8_t(sc), f32);
+          mxfp8::decode4_bf16(codes, uint8_t(sc), b16);
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t cj = uint8_t(codes >> (8 * j));
+            const uint32_t want = mxfp8::decode_bits(cj, uint8_t(sc));
+            const uint16_t want16 = mxfp8::decode_bf16(cj, uint8_t(sc)).bits;
+            const uint16_t got16 = uint16_t(b16[j / 2] >> (16 * (j % 2)));
+            if (f32[j] != want || got16 != want16)
+              m.add("codes=" + hex(codes, 8) + " sc=" + std::to_string(sc) + " value " +
+                    std::to_string(j) + ": fp32 " + hex(f32[j], 8) + " want " + hex(want, 8) +
+                    ", bf16 " + hex(got16, 4) + " want " + hex(want16, 4));
+          }
+        }
+  EXPECT_EQ(m.count(), 0);
+}
+
 // |decode(encode(x)) - x| <= |x|/16 + 2^(e-10) for every finite bf16 x below 1.9375 * 2^127 and
 // every scale 2^e that a block containing x can have (|x| <= 448 * 2^e). From 1.9375 * 2^127 on,
 // x rounds to 2^128, past fp32, and dequantises to inf.
@@ -186,6 +221,9 @@ TEST(Nvfp4Block, ScaleMatchesFp64NearestForEveryBf16Amax) {
     const float amax = bf(h);
     const uint8_t got = nvfp4::scale_code(amax), want = fp64::nvfp4_scale_code(double(amax));
     if (got != want) m.add("amax=" + hex(h, 4) + ": got " + hex(got, 2) + " want " + hex(want, 2));
+    // The short path for bf16 maxima gives the same code.
+    if (nvfp4::scale_code_bf16(h) != got)
+      m.add("amax=" + hex(h, 4) + ": scale_code_bf16 gives " + hex(nvfp4::scale_code_bf16(h), 2));
     // With bf16 maxima, e4m3(fp32(amax / 6)) rounds the same way (no harmful double rounding).
     if (f32_to_e4m3(amax / 6.0f) != got) m.add("amax=" + hex(h, 4) + ": fp32 division differs");
   }
@@ -302,6 +340,11 @@ TEST(Nvfp4Block, ThresholdsAreTheExactMidpointsTimesTheScale) {
     }
   }
   for (uint32_t t : nvfp4::thresholds(0).t) EXPECT_EQ(t, 0xffffu);  // zero scale: all codes 0
+  EXPECT_EQ(nvfp4::thresholds(0).sign_mask, 8u);                    // ... with their sign
+  // A NaN scale (a block holding a NaN): every code 0, whatever the value, NaN included.
+  const nvfp4::Thresholds nan = nvfp4::thresholds(0x7f);
+  for (uint32_t h = 0; h < 65536; ++h)
+    ASSERT_EQ(nvfp4::encode(uint16_t(h), nan), 0) << "x=" << hex(h, 4);
 }
 
 }  // namespace

@@ -24,11 +24,11 @@ namespace dsv4::ref::compact_pages {
 // of the exact quotient.
 //
 // quantize: row t of src (512 bf16 values, rows src_stride values apart) goes to pool row slots[t]
-// of a pool of pool_rows rows of page_row_bytes(f) bytes. slots[t] < 0 is skipped (nothing read or
-// written); slots[t] >= pool_rows is rejected: nothing written, counted (the kernel adds it to its
-// device error counter). Every other pool byte is left as it was. In-range slots are distinct in
-// real use; if two rows name the same slot the reference keeps the later one and the kernel one of
-// them (unspecified which).
+// of a pool of pool_rows rows of page_row_bytes(f) bytes. slots[t] < 0 is skipped (nothing
+// written; the kernel may still read the row); slots[t] >= pool_rows is rejected: nothing written,
+// counted (the kernel adds it to its device error counter). Every other pool byte is left as it
+// was. In-range slots are distinct in real use; if two rows name the same slot the reference keeps
+// the later one and the kernel one of them (unspecified which).
 // dequantize: out row t (512 values, rows out_stride values apart) receives the values of pool row
 // slots[t], as fp32 or bf16; slots[t] < 0 leaves out row t untouched, slots[t] >= pool_rows
 // leaves it untouched and is counted. Dequantisation is exact in fp32 (MXFP8 products beyond the

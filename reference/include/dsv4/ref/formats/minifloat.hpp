@@ -7,12 +7,16 @@
 #include "dsv4/ref/formats/bf16.hpp"
 #include "dsv4/ref/formats/hd.hpp"
 
-// Unrolls a fixed-trip loop in device code (GCC would warn about the pragma in host builds).
-#if defined(__CUDACC__) || defined(__HIPCC__) || defined(__HIP__)
-#define DSV4_UNROLL _Pragma("unroll")
+// Unrolls a fixed-trip loop in device code (the host compiler of a GPU build, like GCC in a host
+// build, would warn about the pragma).
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define DSV4_FMT_UNROLL _Pragma("unroll")
 #else
-#define DSV4_UNROLL
+#define DSV4_FMT_UNROLL
 #endif
+
+// Keeps a rare, long fallback out of line, so the common path of a loop stays small.
+#define DSV4_FMT_NOINLINE __attribute__((noinline))
 
 namespace dsv4::minifloat {
 
@@ -51,6 +55,27 @@ DSV4_HD Parts f32_parts(float x) {
 // 0x7f80 (infinity).
 DSV4_HD uint32_t bf16_magnitude(uint16_t h) { return h & 0x7fffu; }
 DSV4_HD bool bf16_bits_nan(uint16_t h) { return (h & 0x7fffu) > 0x7f80u; }
+
+// The largest magnitude of a block of bf16 values, NaN excluded, kept as bf16 magnitude bits, and
+// whether a NaN was seen. Partial maxima (of the lanes sharing a block) combine with merge().
+struct Bf16Amax {
+  uint32_t bits;
+  bool nan;
+};
+DSV4_HD Bf16Amax bf16_amax_init() { return Bf16Amax{0u, false}; }
+DSV4_HD void bf16_amax_add(Bf16Amax& m, uint16_t h) {
+  const uint32_t a = bf16_magnitude(h);
+  if (a > 0x7f80u)
+    m.nan = true;
+  else if (a > m.bits)
+    m.bits = a;
+}
+DSV4_HD void bf16_amax_merge(Bf16Amax& m, uint32_t other_bits, bool other_nan) {
+  if (other_bits > m.bits) m.bits = other_bits;
+  m.nan = m.nan || other_nan;
+}
+// The block maximum as an fp32 value (exact).
+DSV4_HD float bf16_amax_value(const Bf16Amax& m) { return f32_from_bits(m.bits << 16); }
 
 DSV4_HD bool f32_is_nan(float x) { return (f32_bits(x) & 0x7fffffffu) > 0x7f800000u; }
 DSV4_HD bool f32_is_inf(float x) { return (f32_bits(x) & 0x7fffffffu) == 0x7f800000u; }

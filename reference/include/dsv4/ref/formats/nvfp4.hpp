@@ -20,13 +20,45 @@ inline constexpr int kBlock = 16;
 // sign is the sign of x, also for results that round to zero. A zero scale (amax <= 6 * 2^-10)
 // gives zeros (+-0 by the sign of x). e2m1 has no NaN, so a block holding a NaN keeps it in its
 // scale: scale byte 0x7f (e4m3 NaN) and element codes 0; it dequantises to 16 NaNs.
+//
+// Every rounding below is exact; the common cases take short paths that the unit tests check
+// against the exact core on every input.
 
 // e4m3 code of amax / 6 for amax >= 0 (not NaN), exactly: amax = sig * 2^exp, so amax / 6 is
 // sig * 2^(exp-1) / 3, rounded by the integer core.
-DSV4_HD uint8_t scale_code(float amax) {
+DSV4_FMT_NOINLINE DSV4_HD uint8_t scale_code(float amax) {
   if (minifloat::f32_is_inf(amax)) return kE4m3MaxCode;
   const minifloat::Parts p = minifloat::f32_parts(amax);
   return e4m3_round(p.sig, p.exp - 1, 3);
+}
+
+// scale_code of a bf16 maximum given as magnitude bits (<= 0x7f80). Short path for a normal amax
+// whose quotient is an unsaturated e4m3 normal: amax = X * 2^(E-134) with X = 128 + f, so
+// amax / 6 = (X / 3) * 2^(E-135); q = floor(X / 3) in [42, 85] (the multiply-shift is exact for
+// X < 256) and r = X mod 3. The 4 significant bits of the quotient are q's top 4; the rest, with
+// r / 3 below it, decides the rounding (never a tie while r != 0).
+DSV4_HD uint8_t scale_code_bf16(uint32_t amax_bits) {
+  const uint32_t e = amax_bits >> 7;
+  if (e >= 1 && e <= 254) {
+    const uint32_t x = 0x80u | (amax_bits & 0x7fu);
+    const uint32_t q = (x * 171u) >> 9, r = x - 3u * q;
+    const uint32_t sh = q >= 64u ? 3u : 2u;  // q has 7 or 6 bits
+    const uint32_t n = q >> sh, low3 = 3u * (q & ((1u << sh) - 1u)) + r, half3 = 3u << (sh - 1u);
+    const uint32_t up = low3 > half3 || (low3 == half3 && (n & 1u)) ? 1u : 0u;
+    // value = (n + up) * 2^(E - 135 + sh); e4m3 biased exponent of n * 2^k (n in [8, 16)) is k
+    // + 10.
+    const int be = int(e) - 135 + int(sh) + 10;
+    if (be >= 1 && be <= 15) {
+      const uint32_t code = (uint32_t(be) << 3) + n + up - 8u;  // a carry moves to the next binade
+      if (code <= kE4m3MaxCode) return uint8_t(code);
+    }
+  }
+  return scale_code(f32_from_bits(amax_bits << 16));
+}
+
+// The scale code of a block from its maximum: e4m3 NaN (0x7f) when the block holds a NaN.
+DSV4_HD uint8_t block_scale(const minifloat::Bf16Amax& m) {
+  return m.nan ? kE4m3NaN : scale_code_bf16(m.bits);
 }
 
 // Rounding |x| / S onto the e2m1 grid is deciding which of the 7 midpoints m_i (0.25, 0.75, 1.25,
@@ -36,49 +68,45 @@ DSV4_HD uint8_t scale_code(float amax) {
 // code i for even i and moves up for odd i, so odd thresholds are stored one below t_i.
 struct Thresholds {
   uint32_t t[7];
+  uint32_t sign_mask;  // 8: codes carry the sign of x; 0 in a NaN block (all codes 0)
 };
 
 DSV4_HD Thresholds thresholds(uint8_t sc) {
   Thresholds th;
   const float s = e4m3_to_f32(sc & 0x7fu);
   const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-  DSV4_UNROLL
+  // A zero or NaN scale puts every threshold above every bf16 magnitude: all codes 0.
+  const bool none = (sc & 0x7fu) == 0 || e4m3_is_nan(sc);
+  DSV4_FMT_UNROLL
   for (int i = 0; i < 7; ++i) {
     const uint32_t t = f32_bits(mid[i] * s) >> 16;  // exact product, exact bf16
-    // A zero scale puts every threshold above every non-NaN magnitude: all codes 0.
-    th.t[i] = (sc & 0x7fu) == 0 ? 0xffffu : t - (i & 1);
+    th.t[i] = none ? 0xffffu : t - uint32_t(i & 1);
   }
+  th.sign_mask = e4m3_is_nan(sc) ? 0u : 8u;
   return th;
 }
 
-// The e2m1 code (sign in bit 3) of the bf16 value h (bit pattern) under the block's thresholds.
+// The e2m1 code (sign in bit 3) of the bf16 value h (bit pattern) under the block's thresholds:
+// the number of thresholds below |x|, found by a binary search over the increasing t_i.
 DSV4_HD uint8_t encode(uint16_t h, const Thresholds& th) {
   const uint32_t a = minifloat::bf16_magnitude(h);
-  uint32_t n = 0;
-  DSV4_UNROLL
-  for (int i = 0; i < 7; ++i) n += a > th.t[i] ? 1u : 0u;
-  return uint8_t(((uint32_t(h) >> 12) & 8u) | n);
+  const bool b2 = a > th.t[3];
+  const bool b1 = a > (b2 ? th.t[5] : th.t[1]);
+  const bool b0 = a > (b2 ? (b1 ? th.t[6] : th.t[4]) : (b1 ? th.t[2] : th.t[0]));
+  const uint32_t n = (b2 ? 4u : 0u) | (b1 ? 2u : 0u) | (b0 ? 1u : 0u);
+  return uint8_t(((uint32_t(h) >> 12) & th.sign_mask) | n);
 }
 
 // Quantises one block of 16 bf16 bit patterns: packed receives 8 bytes (value 2i in the low
-// nibble of byte i), the return value is the e4m3 scale code.
+// nibble of byte i), the return value is the e4m3 scale code. (The kernels split a block over
+// lanes and call the same pieces.)
 DSV4_HD uint8_t quantize_block(const uint16_t* x, uint8_t* packed) {
-  uint32_t amax = 0;
-  bool nan = false;
-  DSV4_UNROLL
-  for (int i = 0; i < kBlock; ++i) {
-    const uint32_t a = minifloat::bf16_magnitude(x[i]);
-    nan = nan || a > 0x7f80u;
-    if (a <= 0x7f80u && a > amax) amax = a;
-  }
-  if (nan) {
-    DSV4_UNROLL
-    for (int j = 0; j < kBlock / 2; ++j) packed[j] = 0;
-    return kE4m3NaN;
-  }
-  const uint8_t sc = scale_code(f32_from_bits(amax << 16));
+  minifloat::Bf16Amax m = minifloat::bf16_amax_init();
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < kBlock; ++i) minifloat::bf16_amax_add(m, x[i]);
+  const uint8_t sc = block_scale(m);
   const Thresholds th = thresholds(sc);
-  DSV4_UNROLL
+  DSV4_FMT_UNROLL
   for (int j = 0; j < kBlock / 2; ++j)
     packed[j] = e2m1_pack(encode(x[2 * j], th), encode(x[2 * j + 1], th));
   return sc;
@@ -86,7 +114,8 @@ DSV4_HD uint8_t quantize_block(const uint16_t* x, uint8_t* packed) {
 
 // Decoding: value = e2m1(nibble) * e4m3(scale), sign = sign(nibble) xor sign(scale). The product
 // has at most 2 + 4 significant bits and lies in [2^-10, 2688] or is zero, so the fp32
-// multiplication is exact (no subnormal, no flush-to-zero effect). A NaN scale gives 0x7fc00000.
+// multiplication is exact (no subnormal, no flush-to-zero effect), and so is its bf16 (the top
+// half of its bits). A NaN scale gives 0x7fc00000 (bf16 0x7fc0).
 struct Decoder {
   float scale;    // |S|
   uint32_t sign;  // sign bit of S, in bit 31
@@ -111,7 +140,8 @@ DSV4_HD uint32_t decode_bits(uint8_t nibble, uint8_t sc) {
   return decode_bits(nibble, decoder(sc));
 }
 DSV4_HD float decode(uint8_t nibble, uint8_t sc) { return f32_from_bits(decode_bits(nibble, sc)); }
-// The bf16 output: the fp32 value is exact in bf16 too (at most 6 significant bits).
-DSV4_HD bf16 decode_bf16(uint8_t nibble, uint8_t sc) { return f32_to_bf16(decode(nibble, sc)); }
+DSV4_HD bf16 decode_bf16(uint8_t nibble, uint8_t sc) {
+  return bf16{uint16_t(decode_bits(nibble, sc) >> 16)};
+}
 
 }  // namespace dsv4::nvfp4
