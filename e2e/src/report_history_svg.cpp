@@ -85,6 +85,9 @@ std::string tick_text(double v, double step) {
   return buf;
 }
 
+// Dash patterns by series, so lines that coincide (equal values) still show every colour.
+const char* kDashes[] = {"", "8 4", "3 3", "12 3 3 3"};
+
 const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                           "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22"};
 
@@ -206,12 +209,15 @@ std::string render_svg(const Chart& c, int width, int height) {
   for (size_t s = 0; s < c.series.size(); ++s) {
     const auto& ser = c.series[s];
     const char* color = kPalette[s % (sizeof kPalette / sizeof *kPalette)];
+    const std::string dash = kDashes[s % 4][0]
+                                 ? std::string(" stroke-dasharray=\"") + kDashes[s % 4] + "\""
+                                 : std::string();
     o << "  <g class=\"series\" data-name=\"" << esc(ser.name) << "\">\n";
     std::string pts;
     auto flush = [&] {
       if (pts.find(' ') != std::string::npos)
-        o << "    <polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\" points=\""
-          << pts << "\"/>\n";
+        o << "    <polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"2\"" << dash
+          << " points=\"" << pts << "\"/>\n";
       pts.clear();
     };
     for (size_t i = 0; i < ser.values.size() && i < n; ++i) {
@@ -233,7 +239,8 @@ std::string render_svg(const Chart& c, int width, int height) {
     o << "  </g>\n";
     const double ly = y0 + 8 + 20.0 * double(s);
     o << "  <line x1=\"" << num(x1 + 18) << "\" y1=\"" << num(ly) << "\" x2=\"" << num(x1 + 40)
-      << "\" y2=\"" << num(ly) << "\" stroke=\"" << color << "\" stroke-width=\"2\"/>\n";
+      << "\" y2=\"" << num(ly) << "\" stroke=\"" << color << "\" stroke-width=\"2\"" << dash
+      << "/>\n";
     o << "  <text x=\"" << num(x1 + 46) << "\" y=\"" << num(ly + 4) << "\" font-size=\"11\">"
       << esc(ser.name) << "</text>\n";
   }

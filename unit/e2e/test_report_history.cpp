@@ -1,7 +1,6 @@
 // `dsv4-eval report --history`: history charts as SVG, checked by parsing them with a strict XML
 // well-formedness reader (which is itself shown to reject broken documents).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -11,7 +10,7 @@
 #include <memory>
 #include <sstream>
 
-#include "command.hpp"
+#include "e2e_test_util.hpp"
 #include "report_history_svg.hpp"
 
 namespace {
@@ -283,8 +282,8 @@ void write_night(const fs::path& dir, double acc_aiter, double acc_triton, doubl
 }
 
 TEST(History, ChartsFollowTheNightsAndTheCurrentRun) {
-  const fs::path root = fs::temp_directory_path() / ("dsv4_history_" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  dsv4::e2e_test::TempDir tmp;
+  const fs::path root = tmp.path();
   write_night(root / "hist" / "2026-11-27", 0.95, 0.90, 12.0);
   write_night(root / "hist" / "2026-11-26", 0.94, 0.89, 13.0);
   fs::create_directories(root / "hist" / "2026-11-28-empty");
@@ -312,15 +311,10 @@ TEST(History, ChartsFollowTheNightsAndTheCurrentRun) {
   EXPECT_EQ(history_chart(o.columns[0], nights, &again).x_labels.size(), 2u);
 
   // Through the command: one SVG per charted column, each referenced from the Markdown.
-  const auto* cmd = dsv4::eval::find_command("report");
-  ASSERT_NE(cmd, nullptr);
-  std::vector<std::string> args = {
-      "report",    (root / "now").string(),  "--group-by", "backend,spec",
-      "--history", (root / "hist").string(), "--out",      (root / "out").string(),
-      "--quiet"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  ASSERT_EQ(cmd->run(int(argv.size()), argv.data()), 0);
+  ASSERT_EQ(dsv4::e2e_test::run_eval({"report", (root / "now").string(), "--group-by",
+                                      "backend,spec", "--history", (root / "hist").string(),
+                                      "--out", (root / "out").string(), "--quiet"}),
+            0);
   std::ifstream mdf(root / "out" / "comparison.md");
   std::stringstream md;
   md << mdf.rdbuf();
@@ -334,7 +328,6 @@ TEST(History, ChartsFollowTheNightsAndTheCurrentRun) {
     EXPECT_NE(md.str().find(std::string("(history_") + col + ".svg)"), std::string::npos)
         << md.str();
   }
-  fs::remove_all(root);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "command.hpp"
+#include "e2e_test_util.hpp"
 #include "report_render.hpp"
 #include "report_runs.hpp"
 #include "report_table.hpp"
@@ -18,34 +18,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace dsv4::eval::report;
+using dsv4::e2e_test::slurp;
+using dsv4::e2e_test::TempDir;
 using nlohmann::json;
 
 fs::path data_dir() { return fs::path(__FILE__).parent_path() / "data" / "report"; }
 
-fs::path scratch(const std::string& name) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  fs::path p = fs::temp_directory_path() /
-               ("dsv4_report_" + std::to_string(::getpid()) + "_" + info->name() + "_" + name);
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 int run_report(std::vector<std::string> args) {
-  const auto* cmd = dsv4::eval::find_command("report");
-  if (!cmd) return -1;
   args.insert(args.begin(), "report");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  return cmd->run(int(args.size()), argv.data());
+  return dsv4::e2e_test::run_eval(std::move(args));
 }
 
 // The first Markdown table of `md`: header cells, then body rows (the alignment row dropped).
@@ -118,11 +99,12 @@ TEST(ReportRuns, FlatBenchServingStyleFileAndKindInference) {
 }
 
 TEST(ReportTable, MarkdownCellByCell) {
-  const fs::path out = scratch("out");
+  TempDir dir;
+  const fs::path out = dir.path() / "out";
   ASSERT_EQ(run_report({(data_dir() / "current").string(), "--group-by", "backend,spec",
                         "--baseline", "spec=off", "--out", out.string(), "--quiet"}),
             0);
-  const auto t = first_table(slurp(out / "comparison.md"));
+  const auto t = first_table(slurp((out / "comparison.md").string()));
   const std::vector<std::vector<std::string>> want = {
       {"backend", "spec", "accuracy", "accept length", "TTT (tok/s)", "TTT speedup",
        "mean TTFT (ms)", "TTFT speedup", "mean TPOT (ms)", "TPOT speedup", "gates"},
@@ -135,13 +117,13 @@ TEST(ReportTable, MarkdownCellByCell) {
       {"triton", "mtp", "0.900", "2.50", "12000.0", "1.50x", "400.0", "0.75x", "20.00", "1.25x",
        "**2 failed** of 2"},
   };
-  ASSERT_EQ(t.size(), want.size()) << slurp(out / "comparison.md");
+  ASSERT_EQ(t.size(), want.size()) << slurp((out / "comparison.md").string());
   for (size_t r = 0; r < want.size(); ++r) {
     ASSERT_EQ(t[r].size(), want[r].size()) << "row " << r;
     for (size_t c = 0; c < want[r].size(); ++c)
       EXPECT_EQ(t[r][c], want[r][c]) << "row " << r << " column " << want[0][c];
   }
-  const json j = json::parse(slurp(out / "comparison.json"));
+  const json j = json::parse(slurp((out / "comparison.json").string()));
   EXPECT_EQ(j["kind"], "comparison-report");
   ASSERT_EQ(j["rows"].size(), 4u);
   EXPECT_EQ(j["rows"][1]["config"]["spec"], "mtp");
@@ -200,7 +182,8 @@ TEST(ReportPrevious, NewVersusPreExistingFailedGatesAndChanges) {
 TEST(ReportPrevious, MaxDropFailsOnlyOverItsLimit) {
   const std::string cur = (data_dir() / "current").string(),
                     prev = (data_dir() / "previous").string();
-  const fs::path out = scratch("out");
+  TempDir dir;
+  const fs::path out = dir.path() / "out";
   const std::vector<std::string> base = {cur,          "--group-by", "backend,spec", "--baseline",
                                          "spec=off",   "--previous", prev,           "--out",
                                          out.string(), "--quiet"};
@@ -212,20 +195,20 @@ TEST(ReportPrevious, MaxDropFailsOnlyOverItsLimit) {
   // Worst changes: triton/mtp accuracy -4.26%, aiter/mtp TPOT +4.17%.
   EXPECT_EQ(with({"--max-drop", "0.05"}), 0);
   EXPECT_EQ(with({"--max-drop", "0.04"}), 1);
-  json j = json::parse(slurp(out / "comparison.json"));
+  json j = json::parse(slurp((out / "comparison.json").string()));
   EXPECT_EQ(j["verdict"], "fail");
   EXPECT_EQ(j["regressions"].size(), 2u);
   EXPECT_EQ(with({"--max-drop", "0.05", "--max-drop", "tpot=0.04"}), 1);
-  j = json::parse(slurp(out / "comparison.json"));
+  j = json::parse(slurp((out / "comparison.json").string()));
   ASSERT_EQ(j["regressions"].size(), 1u);
   EXPECT_NE(j["regressions"][0].get<std::string>().find("{backend=aiter, spec=mtp} tpot"),
             std::string::npos);
   EXPECT_TRUE(j["rows"][1]["changes"]["tpot"]["over_limit"].get<bool>());
-  const auto t = first_table(slurp(out / "comparison.md"));
+  const auto t = first_table(slurp((out / "comparison.md").string()));
   EXPECT_EQ(t[2][8], "12.50 **(+4.2%)**");
   EXPECT_EQ(t[4][2], "0.900 (-4.3%)");
   EXPECT_EQ(t[1][2], "0.950 (=)");
-  const std::string md = slurp(out / "comparison.md");
+  const std::string md = slurp((out / "comparison.md").string());
   EXPECT_NE(md.find("| backend=triton, spec=mtp | gsm8k | `accuracy>0.92` | 0.9000 | **new**"),
             std::string::npos)
       << md;
@@ -233,7 +216,8 @@ TEST(ReportPrevious, MaxDropFailsOnlyOverItsLimit) {
 }
 
 TEST(ReportCli, BadInputIsExitTwoWithTheFieldNamed) {
-  const fs::path dir = scratch("bad");
+  TempDir tmp;
+  const fs::path dir = tmp.path();
   const std::string cur = (data_dir() / "current").string();
   EXPECT_EQ(run_report({cur, "--group-by", "backend,spec", "--baseline", "mode=x", "--quiet",
                         "--out", dir.string()}),
@@ -279,7 +263,8 @@ TEST(ReportCli, BadInputIsExitTwoWithTheFieldNamed) {
 }
 
 TEST(ReportCli, AppendsToTheStepSummary) {
-  const fs::path dir = scratch("summary");
+  TempDir tmp;
+  const fs::path dir = tmp.path();
   const fs::path summary = dir / "summary.md";
   std::ofstream(summary) << "before\n";
   ::setenv("GITHUB_STEP_SUMMARY", summary.c_str(), 1);
@@ -287,7 +272,7 @@ TEST(ReportCli, AppendsToTheStepSummary) {
                              "--quiet", "--out", (dir / "out").string()});
   ::unsetenv("GITHUB_STEP_SUMMARY");
   EXPECT_EQ(rc, 0);
-  const std::string s = slurp(summary);
+  const std::string s = slurp(summary.string());
   EXPECT_EQ(s.rfind("before\n", 0), 0u);
   EXPECT_NE(s.find("| aiter | mtp | 0.948 |"), std::string::npos) << s;
 }

@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "dsv4/fixtures/seed.hpp"
 #include "serve_bench_metrics.hpp"
 #include "serve_bench_workload.hpp"
 
@@ -220,8 +221,8 @@ TEST(MetricsJson, CarriesBenchServingKeys) {
 }
 
 TEST(Workload, LengthsStayInTheRandomDatasetRangeAndCoverIt) {
-  const uint64_t seed = 20261129;
-  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const uint64_t seed = dsv4::fx::test_seed();
+  DSV4_CASE(seed, "lengths of L=10 ratio=0.25 x4000 and L=8192 ratio=1 x50");
   WorkloadRng rng(seed);
   EXPECT_EQ(min_random_len(8192, 1.0), 8192);
   EXPECT_EQ(min_random_len(10, 0.25), 2);
@@ -243,8 +244,8 @@ TEST(Workload, SeedReproducesAndInputIdsAreExact) {
   s.range_ratio = 0.5;
   s.vocab_size = 1000;
   s.request_rate = 50.0;
-  s.seed = 7;
-  SCOPED_TRACE("seed=7 num_prompts=20 input=64 output=16 ratio=0.5 vocab=1000 rate=50");
+  s.seed = dsv4::fx::test_seed();
+  DSV4_CASE(s.seed, "num_prompts=20 input=64 output=16 ratio=0.5 vocab=1000 rate=50");
   const auto a = make_workload(s);
   const auto b = make_workload(s);
   ASSERT_EQ(a.size(), 20u);
@@ -264,13 +265,13 @@ TEST(Workload, SeedReproducesAndInputIdsAreExact) {
     }
   }
   EXPECT_EQ(a[0].send_at_s, 0.0);
-  s.seed = 8;
+  s.seed += 1;
   EXPECT_NE(make_workload(s)[0].input_ids, a[0].input_ids);
 }
 
 TEST(Workload, PoissonGapsHaveTheRequestedMean) {
-  const uint64_t seed = 99;
-  SCOPED_TRACE("seed=99 n=20000 rate=4");
+  const uint64_t seed = dsv4::fx::test_seed();
+  DSV4_CASE(seed, "n=20000 rate=4");
   WorkloadRng rng(seed);
   const auto at = arrival_offsets(rng, 20000, 4.0);
   const double mean_gap = at.back() / double(at.size() - 1);

@@ -2,21 +2,22 @@
 // ITL and E2E the definitions predict; chunked streams; exact input and output lengths; Poisson
 // pacing; concurrency cap; accept length after the flush; the command's block, gates and reports.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <sstream>
 
-#include "command.hpp"
-#include "dsv4/test_server/test_server.hpp"
+#include "dsv4/fixtures/seed.hpp"
+#include "e2e_test_util.hpp"
 #include "serve_bench_run.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace dsv4::eval::serve;
+using dsv4::e2e_test::run_eval;
+using dsv4::e2e_test::slurp;
 using dsv4::test_server::TestServer;
 using dsv4::test_server::TestServerConfig;
 
@@ -66,14 +67,15 @@ TestServerConfig server_config(double prefill_ms, double token_ms, int interval)
   return c;
 }
 
-BenchOptions bench(const TestServer& s, int64_t n, int64_t in, int64_t out, double ratio) {
+BenchOptions bench(const TestServer& s, uint64_t seed, int64_t n, int64_t in, int64_t out,
+                   double ratio) {
   BenchOptions b;
   b.url = s.url();
   b.workload.num_prompts = n;
   b.workload.input_len = in;
   b.workload.output_len = out;
   b.workload.range_ratio = ratio;
-  b.workload.seed = 11;
+  b.workload.seed = seed;
   b.progress = false;
   return b;
 }
@@ -81,9 +83,10 @@ BenchOptions bench(const TestServer& s, int64_t n, int64_t in, int64_t out, doub
 TEST(ServeBenchServer, PlantedSleepsGiveTheDefinedTimings) {
   TestServer server(server_config(40, 10, 1));
   server.start();
-  BenchOptions b = bench(server, 6, 100, 16, 1.0);
+  const uint64_t seed = dsv4::fx::test_seed();
+  DSV4_CASE(seed, "prompts=6 input=100 output=16 prefill=40ms token=10ms interval=1 conc=3");
+  BenchOptions b = bench(server, seed, 6, 100, 16, 1.0);
   b.max_concurrency = 3;
-  SCOPED_TRACE("seed=11 prompts=6 input=100 output=16 prefill=40ms token=10ms interval=1 conc=3");
   timing_attempts([&](Check& c) {
     const BenchOutcome r = run_serve_bench(b);
     EXPECT_EQ(r.vocab_source, "/get_model_info");
@@ -119,9 +122,10 @@ TEST(ServeBenchServer, PlantedSleepsGiveTheDefinedTimings) {
 TEST(ServeBenchServer, ChunkedStreamCountsEachChunkAsEqualGaps) {
   TestServer server(server_config(20, 10, 4));
   server.start();
-  BenchOptions b = bench(server, 4, 64, 16, 1.0);
+  const uint64_t seed = dsv4::fx::test_seed();
+  DSV4_CASE(seed, "prompts=4 input=64 output=16 prefill=20ms token=10ms interval=4");
+  BenchOptions b = bench(server, seed, 4, 64, 16, 1.0);
   b.max_concurrency = 4;
-  SCOPED_TRACE("seed=11 prompts=4 output=16 prefill=20ms token=10ms interval=4");
   timing_attempts([&](Check& c) {
     const BenchOutcome r = run_serve_bench(b);
     ASSERT_EQ(r.metrics.completed, 4);
@@ -143,9 +147,10 @@ TEST(ServeBenchServer, ChunkedStreamCountsEachChunkAsEqualGaps) {
 TEST(ServeBenchServer, InputAndOutputLengthsAreExact) {
   TestServer server(server_config(0, 0, 1));
   server.start();
-  BenchOptions b = bench(server, 24, 80, 20, 0.5);
+  const uint64_t seed = dsv4::fx::test_seed();
+  DSV4_CASE(seed, "prompts=24 input=80 output=20 ratio=0.5 conc=8");
+  BenchOptions b = bench(server, seed, 24, 80, 20, 0.5);
   b.max_concurrency = 8;
-  SCOPED_TRACE("seed=11 prompts=24 input=80 output=20 ratio=0.5");
   const BenchOutcome r = run_serve_bench(b);
   ASSERT_EQ(r.metrics.completed, 24);
   WorkloadSpec w = b.workload;
@@ -167,7 +172,9 @@ TEST(ServeBenchServer, InputAndOutputLengthsAreExact) {
 TEST(ServeBenchServer, TokenIdsOutsideTheServersVocabularyFail) {
   TestServer server(server_config(0, 0, 1));
   server.start();
-  BenchOptions b = bench(server, 4, 200, 4, 1.0);
+  const uint64_t seed = dsv4::fx::test_seed();
+  DSV4_CASE(seed, "prompts=4 input=200 client vocab=100000 server vocab=5000");
+  BenchOptions b = bench(server, seed, 4, 200, 4, 1.0);
   b.workload.vocab_size = 100000;  // the server's is 5000: 200 ids each, some above
   b.warmup_requests = 0;
   const BenchOutcome r = run_serve_bench(b);
@@ -179,14 +186,15 @@ TEST(ServeBenchServer, TokenIdsOutsideTheServersVocabularyFail) {
 TEST(ServeBenchServer, RequestRatePacesSendsAsTheSeededArrivals) {
   TestServer server(server_config(0, 0, 1));
   server.start();
-  BenchOptions b = bench(server, 12, 16, 4, 1.0);
+  const uint64_t seed = dsv4::fx::test_seed();
+  DSV4_CASE(seed, "prompts=12 input=16 output=4 rate=40/s");
+  BenchOptions b = bench(server, seed, 12, 16, 4, 1.0);
   b.workload.request_rate = 40.0;
   b.warmup_requests = 0;
-  SCOPED_TRACE("seed=11 prompts=12 rate=40/s");
   WorkloadSpec w = b.workload;
   w.vocab_size = 5000;
   const auto reqs = make_workload(w);
-  ASSERT_GT(reqs.back().send_at_s, 0.1);  // the arrivals spread out
+  ASSERT_GT(reqs.back().send_at_s, 0.05);  // the arrivals spread out (mean 0.275 s)
   timing_attempts([&](Check& c) {
     const BenchOutcome r = run_serve_bench(b);
     ASSERT_EQ(r.metrics.completed, 12);
@@ -204,10 +212,12 @@ TEST(ServeBenchServer, AcceptLengthAfterTheFlushPerRank) {
   c.accept_lengths = {3.0, 2.0};
   TestServer server(c);
   server.start();
-  BenchOptions b = bench(server, 8, 16, 60, 1.0);
+  const uint64_t seed = dsv4::fx::test_seed();
+  DSV4_CASE(seed, "prompts=16 input=16 output=60 dp=2 accept=3,2 warmup=3");
+  BenchOptions b = bench(server, seed, 16, 16, 60, 1.0);
   b.warmup_requests = 3;
   const BenchOutcome r = run_serve_bench(b);
-  ASSERT_EQ(r.metrics.completed, 8);
+  ASSERT_EQ(r.metrics.completed, 16);
   EXPECT_TRUE(r.flushed);
   ASSERT_EQ(r.accept_per_rank.size(), 2u);
   const auto st = server.stats();
@@ -217,7 +227,7 @@ TEST(ServeBenchServer, AcceptLengthAfterTheFlushPerRank) {
                std::to_string(st.rank_verify[1]) + ", requests " +
                std::to_string(st.generate_requests));
   // Each request of 60 tokens takes 60/3 = 20 verify steps on rank 0 and 60/2 = 30 on rank 1; the
-  // input_ids pick the rank, and these 8 reach both.
+  // input_ids pick the rank (16 random prompts reach both but with probability 2^-15).
   EXPECT_NEAR(r.accept_per_rank[0].value_or(0), 3.0, 1e-9);
   EXPECT_NEAR(r.accept_per_rank[1].value_or(0), 2.0, 1e-9);
   EXPECT_NEAR(r.context.accept_length.value_or(0), 2.5, 1e-9);
@@ -226,7 +236,7 @@ TEST(ServeBenchServer, AcceptLengthAfterTheFlushPerRank) {
   off.spec = false;
   TestServer s2(off);
   s2.start();
-  const BenchOutcome r2 = run_serve_bench(bench(s2, 2, 8, 4, 1.0));
+  const BenchOutcome r2 = run_serve_bench(bench(s2, seed, 2, 8, 4, 1.0));
   EXPECT_FALSE(r2.context.accept_length.has_value());
   EXPECT_NE(r2.accept_note.find("speculative decoding off"), std::string::npos) << r2.accept_note;
 }
@@ -237,13 +247,13 @@ TEST(ServeBenchServer, CannotStartWithoutVocabularyOrServer) {
   TestServer server(c);
   server.start();
   try {
-    run_serve_bench(bench(server, 2, 8, 4, 1.0));
+    run_serve_bench(bench(server, 1, 2, 8, 4, 1.0));
     FAIL() << "ran without a vocabulary size";
   } catch (const BenchError& e) {
     EXPECT_EQ(e.exit_code, 2);
     EXPECT_NE(std::string(e.what()).find("--vocab-size"), std::string::npos) << e.what();
   }
-  BenchOptions b = bench(server, 2, 8, 4, 1.0);
+  BenchOptions b = bench(server, 1, 2, 8, 4, 1.0);
   b.url = "http://127.0.0.1:" + std::to_string(server.port());
   server.stop();
   try {
@@ -254,26 +264,9 @@ TEST(ServeBenchServer, CannotStartWithoutVocabularyOrServer) {
   }
 }
 
-int run_cmd(const char* name, std::vector<std::string> args) {
-  const auto* cmd = dsv4::eval::find_command(name);
-  if (!cmd) return -1;
-  args.insert(args.begin(), name);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  return cmd->run(int(argv.size()), argv.data());
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 TEST(ServeBenchCommand, BlockGatesReportsAndAComparisonOfPlantedConfigurations) {
-  const fs::path root =
-      fs::temp_directory_path() / ("dsv4_serve_bench_" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  dsv4::e2e_test::TempDir tmp;
+  const fs::path root = tmp.path();
   // Two planted configurations: "spec=off" at 20 ms per token, "spec=mtp" at 10 ms.
   struct Config {
     const char* spec;
@@ -284,38 +277,39 @@ TEST(ServeBenchCommand, BlockGatesReportsAndAComparisonOfPlantedConfigurations) 
     server.start();
     const std::string out = (root / cfg.spec).string();
     ::testing::internal::CaptureStdout();
-    const int rc = run_cmd("serve-bench", {"--url",
-                                           server.url(),
-                                           "--random-input",
-                                           "32",
-                                           "--random-output",
-                                           "12",
-                                           "--random-range-ratio",
-                                           "1",
-                                           "--num-prompts",
-                                           "4",
-                                           "--max-concurrency",
-                                           "4",
-                                           "--warmup-requests",
-                                           "1",
-                                           "--gate",
-                                           "mean_tpot_ms<50",
-                                           "--gate",
-                                           "completed==4",
-                                           "--label",
-                                           "backend=test",
-                                           "--label",
-                                           std::string("spec=") + cfg.spec,
-                                           "--out",
-                                           out,
-                                           "--no-progress"});
+    const int rc = run_eval({"serve-bench",
+                             "--url",
+                             server.url(),
+                             "--random-input",
+                             "32",
+                             "--random-output",
+                             "12",
+                             "--random-range-ratio",
+                             "1",
+                             "--num-prompts",
+                             "4",
+                             "--max-concurrency",
+                             "4",
+                             "--warmup-requests",
+                             "1",
+                             "--gate",
+                             "mean_tpot_ms<50",
+                             "--gate",
+                             "completed==4",
+                             "--label",
+                             "backend=test",
+                             "--label",
+                             std::string("spec=") + cfg.spec,
+                             "--out",
+                             out,
+                             "--no-progress"});
     const std::string stdout_text = ::testing::internal::GetCapturedStdout();
-    ASSERT_EQ(rc, 0) << stdout_text << slurp(fs::path(out) / "report.md");
+    ASSERT_EQ(rc, 0) << stdout_text << slurp(out + "/report.md");
     EXPECT_NE(stdout_text.find("============ Serving Benchmark Result ============"),
               std::string::npos);
     EXPECT_NE(stdout_text.find("Successful requests:                     4"), std::string::npos)
         << stdout_text;
-    const auto j = nlohmann::json::parse(slurp(fs::path(out) / "report.json"));
+    const auto j = nlohmann::json::parse(slurp(out + "/report.json"));
     EXPECT_EQ(j["suite"], "serve-bench");
     EXPECT_EQ(j["labels"]["spec"], cfg.spec);
     EXPECT_EQ(j["metrics"]["total_output_tokens"], 48);
@@ -328,31 +322,31 @@ TEST(ServeBenchCommand, BlockGatesReportsAndAComparisonOfPlantedConfigurations) 
     server.start();
     ::testing::internal::CaptureStdout();
     const int rc =
-        run_cmd("serve-bench", {"--url", server.url(), "--num-prompts", "2", "--random-input", "8",
-                                "--random-output", "4", "--gate", "mean_tpot_ms<0.001", "--out",
-                                (root / "fail").string(), "--no-progress"});
+        run_eval({"serve-bench", "--url", server.url(), "--num-prompts", "2", "--random-input", "8",
+                  "--random-output", "4", "--gate", "mean_tpot_ms<0.001", "--out",
+                  (root / "fail").string(), "--no-progress"});
     ::testing::internal::GetCapturedStdout();
     EXPECT_EQ(rc, 1);
-    EXPECT_EQ(nlohmann::json::parse(slurp(root / "fail" / "report.json"))["status"], "FAIL");
+    EXPECT_EQ(nlohmann::json::parse(slurp((root / "fail" / "report.json").string()))["status"],
+              "FAIL");
   }
-  EXPECT_EQ(run_cmd("serve-bench", {"--request-rate", "fast", "--out", (root / "x").string()}), 2);
-  EXPECT_EQ(run_cmd("serve-bench", {"--gate", "tpot<<3", "--out", (root / "x").string()}), 2);
+  EXPECT_EQ(run_eval({"serve-bench", "--request-rate", "fast", "--out", (root / "x").string()}), 2);
+  EXPECT_EQ(run_eval({"serve-bench", "--gate", "tpot<<3", "--out", (root / "x").string()}), 2);
 
   // The comparison of the two planted configurations: TPOT speedup near 20/10 = 2 (scheduling
   // delay adds the same few ms to both, pulling it below 2).
   ::testing::internal::CaptureStdout();
-  const int rc = run_cmd("report", {(root / "off").string(), (root / "mtp").string(), "--group-by",
-                                    "backend,spec", "--baseline", "spec=off", "--columns",
-                                    "ttft,tpot,itl,ttt", "--out", (root / "cmp").string()});
+  const int rc = run_eval({"report", (root / "off").string(), (root / "mtp").string(), "--group-by",
+                           "backend,spec", "--baseline", "spec=off", "--columns",
+                           "ttft,tpot,itl,ttt", "--out", (root / "cmp").string()});
   const std::string md = ::testing::internal::GetCapturedStdout();
   ASSERT_EQ(rc, 0) << md;
-  const auto cmp = nlohmann::json::parse(slurp(root / "cmp" / "comparison.json"));
+  const auto cmp = nlohmann::json::parse(slurp((root / "cmp" / "comparison.json").string()));
   ASSERT_EQ(cmp["rows"].size(), 2u) << md;
   EXPECT_EQ(cmp["rows"][0]["config"]["spec"], "off");
   const double speedup = cmp["rows"][1]["speedups"]["tpot"].get<double>();
   EXPECT_GT(speedup, 1.5) << md;
   EXPECT_LT(speedup, 2.05) << md;
-  fs::remove_all(root);
 }
 
 }  // namespace
