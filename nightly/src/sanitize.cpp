@@ -49,23 +49,33 @@ std::string locate_sanitizer(const std::string& given) {
   return find_program("/usr/local/cuda/bin/compute-sanitizer", "");
 }
 
-// Headline lines of compute-sanitizer's report ("========= Invalid __global__ read ...").
+// Headline lines of compute-sanitizer's report ("========= Invalid __global__ read ...") and its
+// summaries: "ERROR SUMMARY: N errors" (memcheck, initcheck, synccheck) and racecheck's
+// "RACECHECK SUMMARY: H hazards displayed (E errors, W warnings)".
 void scan_log(const std::string& path, ExeResult& r) {
-  static const std::regex summary(R"(ERROR SUMMARY: ([0-9]+) error)");
+  static const std::regex error_summary(R"(ERROR SUMMARY: ([0-9]+) error)");
+  static const std::regex race_summary(
+      R"(RACECHECK SUMMARY: .*\(([0-9]+) errors?, ([0-9]+) warnings?\))");
   std::map<std::string, int> seen;
   std::vector<std::string> order;
   std::istringstream in(read_text(path));
   for (std::string line; std::getline(in, line);) {
     std::smatch m;
-    if (std::regex_search(line, m, summary)) {
+    if (std::regex_search(line, m, error_summary)) {
       r.errors = std::max(r.errors, 0) + std::stoi(m[1].str());
+      continue;
+    }
+    if (std::regex_search(line, m, race_summary)) {
+      r.errors = std::max(r.errors, 0) + std::stoi(m[1].str());
+      if (std::stoi(m[2].str()) > 0) order.push_back("racecheck: " + m[2].str() + " warnings");
       continue;
     }
     const std::string mark = "========= ";
     if (line.rfind(mark, 0) != 0 || line.size() <= mark.size() || line[mark.size()] == ' ')
       continue;
     const std::string head = line.substr(mark.size());
-    if (head.rfind("COMPUTE-SANITIZER", 0) == 0) continue;
+    if (head.rfind("COMPUTE-SANITIZER", 0) == 0 || head.find(" SUMMARY: ") != std::string::npos)
+      continue;
     if (seen[head]++ == 0) order.push_back(head);
   }
   for (const auto& h : order)

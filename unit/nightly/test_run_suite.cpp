@@ -253,10 +253,11 @@ TEST_F(RunSuite, KernelsWithoutGpuIsExit3) {
 
 // compute-sanitizer stand-in: runs the command; FAKE_SANITIZER_ERRORS plants a finding.
 const char* kFakeSanitizer = R"X(#!/bin/sh
-log=
+log= tool=
 while [ $# -gt 0 ]; do
   case "$1" in
-    --tool|--error-exitcode|--print-limit) shift 2 ;;
+    --tool) tool=$2; shift 2 ;;
+    --error-exitcode|--print-limit) shift 2 ;;
     --log-file) log=$2; shift 2 ;;
     --*) shift ;;
     *) break ;;
@@ -264,6 +265,16 @@ while [ $# -gt 0 ]; do
 done
 echo "========= COMPUTE-SANITIZER" > "$log"
 "$@"; rc=$?
+if [ "$tool" = racecheck ]; then  # as compute-sanitizer 2025 writes it
+  if [ "${1##*/}" = "$FAKE_SANITIZER_ERRORS" ]; then
+    printf '========= Error: Race reported between Write access at race(int *)+0x90\n' >> "$log"
+    printf '=========     and Read access at race(int *)+0xa0 [512 hazards]\n' >> "$log"
+    echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)" >> "$log"
+    exit 86
+  fi
+  echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" >> "$log"
+  exit $rc
+fi
 if [ -n "$FAKE_SANITIZER_ERRORS" ] && [ "${1##*/}" = "$FAKE_SANITIZER_ERRORS" ]; then
   printf '========= Invalid __global__ write of size 2 bytes\n=========     at kv_store+0x40\n' >> "$log"
   printf '========= Invalid __global__ write of size 2 bytes\n' >> "$log"
@@ -345,6 +356,23 @@ TEST_F(Sanitize, FindingsFailTheRunAndAreListed) {
   EXPECT_NE(md.find("| kernels_test_kv_store | 2 | 0 | 0 | 2 | exit 86 |"), std::string::npos)
       << md;
   EXPECT_NE(md.find("- kernels_test_kv_store: Invalid __global__ write of size 2 bytes (x2)"),
+            std::string::npos)
+      << md;
+}
+
+TEST_F(Sanitize, RacecheckSummaryIsRead) {
+  opt_.tool = "racecheck";
+  EXPECT_EQ(sanitize(opt_), 0);
+  std::string md = test::read_file(dir_ / "out/summary.md");
+  EXPECT_NE(md.find("| kernels_test_kv_store | 2 | 0 | 0 | 0 | exit 0 |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("Findings"), std::string::npos) << "a clean summary is no finding: " << md;
+  ::setenv("FAKE_SANITIZER_ERRORS", "kernels_test_ring_layout", 1);
+  EXPECT_EQ(sanitize(opt_), 1);
+  ::unsetenv("FAKE_SANITIZER_ERRORS");
+  md = test::read_file(dir_ / "out/summary.md");
+  EXPECT_NE(md.find("| kernels_test_ring_layout | 1 | 0 | 0 | 1 | exit 86 |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("- kernels_test_ring_layout: Error: Race reported between Write access"),
             std::string::npos)
       << md;
 }
