@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "run_report.hpp"
+
 namespace dsv4::eval::report {
 namespace fs = std::filesystem;
 
@@ -46,31 +48,7 @@ std::set<std::string> run_paths(const Comparison& c) {
   return out;
 }
 
-std::string esc(const std::string& s) {
-  std::string out;
-  for (unsigned char ch : s) {
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += (ch < 0x20 && ch != '\t' && ch != '\n') ? '?' : char(ch);
-    }
-  }
-  return out;
-}
+std::string esc(const std::string& s) { return xml_escape(s); }
 
 std::string num(double v) {
   char buf[32];

@@ -10,21 +10,23 @@
 
 #include <cstdint>
 #include <optional>
+#include <random>
 #include <vector>
 
 namespace dsv4::eval::serve {
 
-// splitmix64-seeded xoshiro256**: the same stream everywhere (no std:: distributions).
+// std::mt19937_64 (its output sequence is fixed by the C++ standard) with this file's own mappings
+// to ranges (std:: distributions differ between standard libraries): the same stream everywhere.
 class WorkloadRng {
  public:
-  explicit WorkloadRng(uint64_t seed);
-  uint64_t next();
+  explicit WorkloadRng(uint64_t seed) : engine_(seed) {}
+  uint64_t next() { return engine_(); }
   double uniform();                       // [0, 1)
   int64_t range(int64_t lo, int64_t hi);  // integer in [lo, hi], inclusive, unbiased
   double exponential(double rate);        // mean 1/rate
 
  private:
-  uint64_t s_[4];
+  std::mt19937_64 engine_;
 };
 
 struct WorkloadSpec {
