@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "dsv4/fixtures/case_file.hpp"
 #include "dsv4/fixtures/compare.hpp"
 #include "dsv4/fixtures/device_buffer.hpp"
 #include "dsv4/fixtures/generators.hpp"
@@ -117,6 +118,7 @@ struct StoreCase {
   }
   // Poisons the pool, zeroes the counter, launches; lanes 0 means the plain scatter.
   void launch(int lanes, gpu::Stream s) {
+    last_lanes = lanes;
     pool.poison(s);
     kernels::reset_errors(errors.data(), s);
     enqueue(lanes, s);
@@ -139,13 +141,41 @@ struct StoreCase {
   // Whole pool bit for bit, the counter, and every buffer's canaries.
   void check(gpu::Stream s) {
     pool.download(s);
-    EXPECT_TRUE(fx::bitwise_equal(pool.host(), want, Shape{size_t(R), size_t(pool_stride(layout))},
-                                  {.name = "pool"}));
+    const Shape shape{size_t(R), size_t(pool_stride(layout))};
+    EXPECT_TRUE(fx::save_case_on_failure(
+        fx::bitwise_equal(pool.host(), want, shape, {.name = "pool"}), [&] { return as_case(); }));
     EXPECT_EQ(kernels::read_errors(errors.data(), s), outcome.rejected) << "error counter";
     for (auto* b : {&kv, &pool}) EXPECT_TRUE(b->guards_intact());
     for (auto* b : {&loc, &errors, &positions}) EXPECT_TRUE(b->guards_intact());
     for (auto* b : {&weight, &table}) EXPECT_TRUE(b->guards_intact());
   }
+  // The failing case as a case file for dsv4-replay (family kv_store): inputs, the poisoned pool
+  // it started from, the reference pool and the kernel's pool.
+  fx::Case as_case() const {
+    const uint64_t P = uint64_t(pool_stride(layout)), S = uint64_t(src_stride(layout));
+    fx::Case c;
+    c.family = "kv_store";
+    c.name = "T=" + std::to_string(T) + " R=" + std::to_string(R) +
+             " W=" + std::to_string(layout.width) + " lanes=" + std::to_string(last_lanes);
+    namespace st = fx::st;
+    c.inputs["kv"] = st::Tensor::of<bf16>({uint64_t(T), S}, kv.host());
+    c.inputs["loc"] = st::Tensor::of<int64_t>(loc.host());
+    c.inputs["pool"] =
+        st::Tensor::of<bf16>({uint64_t(R), P}, std::vector<bf16>(pool.size(), pool.poison_value()));
+    c.inputs["width"] = st::Tensor::scalar<int64_t>(layout.width);
+    if (last_lanes > 0) {
+      c.inputs["weight"] = st::Tensor::of<float>(weight.host());
+      c.inputs["cos_sin"] =
+          st::Tensor::of<float>({uint64_t(kPositions), uint64_t(rope_dim)}, table.host());
+      c.inputs["positions"] = st::Tensor::of<int64_t>(positions.host());
+      c.inputs["eps"] = st::Tensor::scalar<float>(1e-6f);
+      c.inputs["lanes"] = st::Tensor::scalar<int32_t>(last_lanes);
+    }
+    c.want["pool"] = st::Tensor::of<bf16>({uint64_t(R), P}, want);
+    c.got["pool"] = st::Tensor::of<bf16>({uint64_t(R), P}, pool.host());
+    return c;
+  }
+  int last_lanes = 0;
   // The rows the fused store wrote, against the fp64 reference within the stated tolerance.
   void check_fp64() {
     const auto f64 = rk::norm_rope_rows_f64(kv.host(), size_t(T), ref_layout(layout), ref_params());
