@@ -167,6 +167,20 @@ TEST(ServeBenchServer, InputAndOutputLengthsAreExact) {
   EXPECT_EQ(r.metrics.total_output, out_sum);
   EXPECT_EQ(r.prompt_len_mismatches, 0);  // the server counted every input_ids list as sent
   EXPECT_EQ(r.short_outputs, 0);
+
+  // The same through a server that streams text deltas (--incremental-streaming-output) in chunks
+  // of 3: the counts come from meta_info.completion_tokens either way.
+  TestServerConfig inc = server_config(0, 0, 3);
+  inc.incremental_stream = true;
+  TestServer s2(inc);
+  s2.start();
+  b.url = s2.url();
+  const BenchOutcome r2 = run_serve_bench(b);
+  ASSERT_EQ(r2.metrics.completed, 24);
+  EXPECT_EQ(r2.metrics.total_input, in_sum);
+  EXPECT_EQ(r2.metrics.total_output, out_sum);
+  for (size_t i = 0; i < reqs.size(); ++i)
+    EXPECT_EQ(r2.timings[i].first_chunk_tokens, std::min<int64_t>(3, reqs[i].output_len));
 }
 
 TEST(ServeBenchServer, TokenIdsOutsideTheServersVocabularyFail) {
@@ -329,6 +343,83 @@ TEST(ServeBenchCommand, BlockGatesReportsAndAComparisonOfPlantedConfigurations) 
     EXPECT_EQ(rc, 1);
     EXPECT_EQ(nlohmann::json::parse(slurp((root / "fail" / "report.json").string()))["status"],
               "FAIL");
+  }
+  // Failed requests: every warmup failing, or more timed failures than --max-failed, is exit 3
+  // with an ERROR report; within --max-failed the run stands and the report says so.
+  {
+    TestServerConfig c = server_config(0, 0, 1);
+    c.fail_rate = 1.0;
+    c.fail_status = 500;
+    TestServer server(c);
+    server.start();
+    const std::vector<std::string> base = {
+        "serve-bench", "--url",           server.url(), "--num-prompts", "3", "--random-input",
+        "8",           "--random-output", "4",          "--no-progress"};
+    auto with = [&](std::vector<std::string> extra, const fs::path& out) {
+      auto a = base;
+      a.insert(a.end(), extra.begin(), extra.end());
+      a.push_back("--out");
+      a.push_back(out.string());
+      ::testing::internal::CaptureStdout();
+      const int rc = run_eval(a);
+      ::testing::internal::GetCapturedStdout();
+      return rc;
+    };
+    EXPECT_EQ(with({}, root / "warm"), 3);
+    auto j = nlohmann::json::parse(slurp((root / "warm" / "report.json").string()));
+    EXPECT_EQ(j["status"], "ERROR");
+    EXPECT_NE(j["error"].get<std::string>().find("every warmup request failed"), std::string::npos);
+  }
+  {
+    TestServerConfig c = server_config(0, 0, 1);
+    c.fail_rate = 1.0;
+    c.fail_status = 500;
+    c.fault_limit = 1;  // exactly the first timed request fails
+    TestServer server(c);
+    server.start();
+    ::testing::internal::CaptureStdout();
+    int rc = run_eval({"serve-bench", "--url", server.url(), "--num-prompts", "3", "--random-input",
+                       "8", "--random-output", "4", "--warmup-requests", "0", "--max-concurrency",
+                       "1", "--no-progress", "--out", (root / "one").string()});
+    ::testing::internal::GetCapturedStdout();
+    EXPECT_EQ(rc, 3);
+    auto j = nlohmann::json::parse(slurp((root / "one" / "report.json").string()));
+    EXPECT_EQ(j["status"], "ERROR");
+    EXPECT_EQ(j["metrics"]["failed"], 1);
+    EXPECT_EQ(j["metrics"]["completed"], 2);
+  }
+  {
+    TestServerConfig c = server_config(0, 0, 1);
+    c.fail_rate = 1.0;
+    c.fail_status = 500;
+    c.fault_limit = 1;
+    TestServer server(c);
+    server.start();
+    ::testing::internal::CaptureStdout();
+    const int rc = run_eval({"serve-bench", "--url", server.url(), "--num-prompts", "3",
+                             "--random-input", "8", "--random-output", "4", "--random-range-ratio",
+                             "1", "--warmup-requests", "0", "--max-failed", "1", "--details",
+                             "--no-progress", "--out", (root / "tolerated").string()});
+    ::testing::internal::GetCapturedStdout();
+    EXPECT_EQ(rc, 0);
+    const std::string md = slurp((root / "tolerated" / "report.md").string());
+    EXPECT_NE(md.find("1 request(s) failed"), std::string::npos) << md;
+    // --details: one line per request with its lengths, timings and error.
+    std::istringstream lines(slurp((root / "tolerated" / "requests.jsonl").string()));
+    int n = 0, failed = 0;
+    for (std::string line; std::getline(lines, line); ++n) {
+      const auto d = nlohmann::json::parse(line);
+      EXPECT_EQ(d["input_len"], 8);
+      if (!d["success"].get<bool>()) {
+        ++failed;
+        EXPECT_NE(d["error"].get<std::string>().find("500"), std::string::npos) << line;
+      } else {
+        EXPECT_EQ(d["output_len"], 4);
+        EXPECT_EQ(d["itl_s"].size(), 3u);
+      }
+    }
+    EXPECT_EQ(n, 3);
+    EXPECT_EQ(failed, 1);
   }
   EXPECT_EQ(run_eval({"serve-bench", "--request-rate", "fast", "--out", (root / "x").string()}), 2);
   EXPECT_EQ(run_eval({"serve-bench", "--gate", "tpot<<3", "--out", (root / "x").string()}), 2);
