@@ -33,8 +33,11 @@ using Pack8 = uint2;
 #endif
 
 constexpr int kThreads = 256;
-constexpr int kDequantValues = 8;  // values per lane when dequantising
-constexpr int kDequantLanes = kPageRowValues / kDequantValues;
+// Values per lane when dequantising into Out.
+template <class Out>
+constexpr int dequant_values() {
+  return sizeof(Out) == 4 ? 8 : 16;
+}
 
 __device__ __forceinline__ void count_error(int64_t* errors) {
   atomicAdd(reinterpret_cast<unsigned long long*>(errors), 1ull);
@@ -115,29 +118,33 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantizeArgs a) {
   const bool active = slot >= 0 && slot < a.pool_rows;
   if (slot >= a.pool_rows && lane == 0) count_error(a.errors);
 
-  // The block maximum: first over all magnitudes (a NaN's is above 0x7f80, so it shows there);
-  // only a block holding a NaN takes the second look, without them.
-  uint32_t mx = 0;
-  DSV4_FMT_UNROLL
-  for (int j = 0; j < kW; ++j) {
-    const uint32_t lo = w[j] & 0x7fffu, hi = (w[j] >> 16) & 0x7fffu;
-    mx = lo > mx ? lo : mx;
-    mx = hi > mx ? hi : mx;
-  }
-  mx = block_max<L>(mx);
-  uint32_t finite_max = mx;
-  if (mx > 0x7f80u) {
-    minifloat::Bf16Amax m = minifloat::bf16_amax_init();
+  minifloat::Bf16Amax m;
+  if constexpr (F == PageFormat::kMxfp8) {
+    // The maximum without NaN (fmaxf drops a NaN operand; bf16 values are exact in fp32, so the
+    // maximum's bits are a bf16 magnitude).
+    float mx = 0.0f;
     DSV4_FMT_UNROLL
     for (int j = 0; j < kW; ++j) {
-      minifloat::bf16_amax_add(m, uint16_t(w[j]));
-      minifloat::bf16_amax_add(m, uint16_t(w[j] >> 16));
+      const float lo = f32_from_bits(w[j] << 16), hi = f32_from_bits(w[j] & 0xffff0000u);
+      mx = fmaxf(mx, fmaxf(fabsf(lo), fabsf(hi)));
     }
-    finite_max = m.bits;
+    m.bits = block_max<L>(f32_bits(mx) >> 16);
+    m.nan = false;  // MXFP8 scales ignore NaN elements
+  } else {
+    // The maximum magnitude, NaN included: a block holding a NaN shows a maximum above 0x7f80,
+    // and NVFP4 needs nothing else of such a block.
+    uint32_t lo = 0, hi = 0;
+    DSV4_FMT_UNROLL
+    for (int j = 0; j < kW; ++j) {
+      const uint32_t l = w[j] & 0x7fffu, h = w[j] & 0x7fff0000u;
+      lo = l > lo ? l : lo;
+      hi = h > hi ? h : hi;
+    }
+    hi >>= 16;
+    const uint32_t mx = block_max<L>(hi > lo ? hi : lo);
+    m.bits = mx;
+    m.nan = mx > 0x7f80u;
   }
-  minifloat::Bf16Amax m;
-  m.bits = block_max<L>(finite_max);
-  m.nan = mx > 0x7f80u;
   if (!active) return;
 
   uint8_t* row = a.pool + slot * page_row_bytes(F);
@@ -156,20 +163,14 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantizeArgs a) {
     store_bytes<kV>(row + lane * kV, q);
   } else {
     sc = nvfp4::block_scale(m);
-    const nvfp4::Thresholds th = nvfp4::thresholds(sc);
+    const nvfp4::PairThresholds pt = nvfp4::pair_thresholds(sc);
     uint32_t q[kV / 8];  // one e2m1 nibble per value, value 2i in the low nibble of byte i
     DSV4_FMT_UNROLL
-    for (int j = 0; j < kV / 8; ++j) {
-      uint32_t word = 0;
-      DSV4_FMT_UNROLL
-      for (int k = 0; k < 4; ++k) {
-        const uint32_t v = w[4 * j + k];
-        word |= (uint32_t(nvfp4::encode(uint16_t(v), th)) |
-                 (uint32_t(nvfp4::encode(uint16_t(v >> 16), th)) << 4))
-                << (8 * k);
-      }
-      q[j] = word;
-    }
+    for (int j = 0; j < kV / 8; ++j)
+      q[j] = uint32_t(nvfp4::encode_pair(w[4 * j], pt)) |
+             (uint32_t(nvfp4::encode_pair(w[4 * j + 1], pt)) << 8) |
+             (uint32_t(nvfp4::encode_pair(w[4 * j + 2], pt)) << 16) |
+             (uint32_t(nvfp4::encode_pair(w[4 * j + 3], pt)) << 24);
     store_bytes<kV / 2>(row + lane * (kV / 2), q);
   }
   if (lane % L == 0) row[page_scale_offset(F) + block] = sc;
@@ -185,14 +186,33 @@ struct DequantizeArgs {
   int64_t* errors;
 };
 
-// 8 values per lane, 64 lanes per row; no cross-lane work.
+// Loads kBytes (4, 8 or 16) at p, aligned to kBytes, as words.
+template <int kBytes>
+__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t* w) {
+  if constexpr (kBytes == 4) {
+    w[0] = *reinterpret_cast<const uint32_t*>(p);
+  } else if constexpr (kBytes == 8) {
+    const Pack8 v = *reinterpret_cast<const Pack8*>(p);
+    w[0] = v.x, w[1] = v.y;
+  } else {
+    static_assert(kBytes == 16, "load_words: 4, 8 or 16 bytes");
+    const Pack16 v = *reinterpret_cast<const Pack16*>(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  }
+}
+
+// kV values per lane: 16 for bf16 output (32 bytes stored), 8 for fp32 (also 32 bytes: wider
+// per-lane stores measured slower); no cross-lane work.
 template <int kFormat, class Out>
 __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) {
   constexpr PageFormat F = PageFormat(kFormat);
   constexpr bool kF32 = sizeof(Out) == 4;
+  constexpr int kV = dequant_values<Out>();
+  constexpr int kLanes = kPageRowValues / kV;
+  constexpr int kCodeBytes = F == PageFormat::kMxfp8 ? kV : kV / 2;
   const int64_t gid = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  const int64_t t = gid / kDequantLanes;
-  const int lane = int(gid - t * kDequantLanes);
+  const int64_t t = gid / kLanes;
+  const int lane = int(gid - t * kLanes);
   if (t >= a.n_rows) return;
   const int64_t slot = a.slots[t];
   if (slot < 0) return;
@@ -201,30 +221,35 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
     return;
   }
   const uint8_t* row = a.pool + slot * page_row_bytes(F);
-  const int block = lane * kDequantValues / page_block_values(F);
-  const uint8_t sc = row[page_scale_offset(F) + block];
-  uint32_t w[kF32 ? 8 : 4];  // fp32 bits, or pairs of bf16
+  const uint8_t sc = row[page_scale_offset(F) + lane * kV / page_block_values(F)];
+  uint32_t codes[kCodeBytes / 4];
+  load_words<kCodeBytes>(row + lane * kCodeBytes, codes);
+  uint32_t w[kV * sizeof(Out) / 4];  // fp32 bits, or pairs of bf16
   if constexpr (F == PageFormat::kMxfp8) {
-    const Pack8 codes = *reinterpret_cast<const Pack8*>(row + lane * 8);
-    if constexpr (kF32) {
-      mxfp8::decode4_bits(codes.x, sc, w);
-      mxfp8::decode4_bits(codes.y, sc, w + 4);
-    } else {
-      mxfp8::decode4_bf16(codes.x, sc, w);
-      mxfp8::decode4_bf16(codes.y, sc, w + 2);
+    DSV4_FMT_UNROLL
+    for (int k = 0; k < kV / 4; ++k) {
+      if constexpr (kF32)
+        mxfp8::decode4_bits(codes[k], sc, w + 4 * k);
+      else
+        mxfp8::decode4_bf16(codes[k], sc, w + 2 * k);
     }
   } else {
-    const uint32_t codes = *reinterpret_cast<const uint32_t*>(row + lane * 4);
     const nvfp4::Decoder d = nvfp4::decoder(sc);
-    uint32_t bits[8];
+    uint32_t bits[kV];
+    if (d.nan) {
+      DSV4_FMT_UNROLL
+      for (int i = 0; i < kV; ++i) bits[i] = 0x7fc00000u;
+    } else {
+      DSV4_FMT_UNROLL
+      for (int i = 0; i < kV; ++i)
+        bits[i] = nvfp4::decode_bits_number(uint8_t((codes[i / 8] >> (4 * (i % 8))) & 0xfu), d);
+    }
     DSV4_FMT_UNROLL
-    for (int i = 0; i < 8; ++i) bits[i] = nvfp4::decode_bits(uint8_t((codes >> (4 * i)) & 0xfu), d);
-    DSV4_FMT_UNROLL
-    for (int i = 0; i < (kF32 ? 8 : 4); ++i)
+    for (int i = 0; i < (kF32 ? kV : kV / 2); ++i)
       w[i] = kF32 ? bits[i] : (bits[2 * i] >> 16) | (bits[2 * i + 1] & 0xffff0000u);
   }
-  Out* out = static_cast<Out*>(a.out) + t * a.out_stride + lane * kDequantValues;
-  store_bytes<sizeof(Out) * kDequantValues>(reinterpret_cast<uint8_t*>(out), w);
+  Out* out = static_cast<Out*>(a.out) + t * a.out_stride + lane * kV;
+  store_bytes<int(sizeof(Out)) * kV>(reinterpret_cast<uint8_t*>(out), w);
 }
 
 // ---- host side ----------------------------------------------------------------------------
@@ -293,7 +318,7 @@ void dequantize_impl(PageFormat f, const uint8_t* pool, int64_t pool_rows, const
   a.out_stride = out_stride;
   a.errors = errors;
   const hipStream_t st = static_cast<hipStream_t>(s);
-  const dim3 grid = grid_for(n_rows, kDequantLanes);
+  const dim3 grid = grid_for(n_rows, kPageRowValues / dequant_values<Out>());
   if (f == PageFormat::kMxfp8)
     gpu::launch(dequantize_kernel<int(PageFormat::kMxfp8), Out>, grid, dim3(kThreads), 0, st, a);
   else
@@ -313,9 +338,9 @@ void quantize(PageFormat f, const bf16* src, int64_t src_stride, const int64_t* 
               const Options& opt) {
   const char* fn = "quantize";
   check_format(fn, f);
-  // Default: 16 values per lane (2 lanes per MXFP8 block, 1 per NVFP4 block), the fastest on the
-  // devices measured (bench/compact_pages.cpp prints every choice).
-  const int lanes = opt.lanes_per_block ? opt.lanes_per_block : page_block_values(f) / 16;
+  // Default: one lane per block (32 or 16 values), the fastest measured on an H200
+  // (bench/compact_pages.cpp prints every choice).
+  const int lanes = opt.lanes_per_block ? opt.lanes_per_block : 1;
   if (!lanes_supported(f, lanes))
     bad(fn, "lanes_per_block=" + std::to_string(opt.lanes_per_block) + " is not one of " +
                 (f == PageFormat::kMxfp8 ? "0, 1, 2, 4" : "0, 1, 2") + " for " +

@@ -301,6 +301,36 @@ TEST(Nvfp4Block, DecodeMatchesFp64ForEveryNibbleAndScale) {
   EXPECT_EQ(f32_bits(nvfp4::decode(0x5, 0x00)), 0x00000000u);  // zero scale
 }
 
+// The two-values-per-word encoder against encode(), for every bf16 value in both halves of the
+// word under every scale, next to a random partner. NaN values only under NaN scales: a block
+// holding a NaN always has one, so no other pairing reaches the encoders.
+TEST(Nvfp4Block, PairEncoderMatchesTheOneValueEncoder) {
+  const uint64_t seed = fx::test_seed();
+  DSV4_CASE(seed, "every (value, half, scale code), random partner");
+  fx::Rng rng(seed);
+  Misses m;
+  for (uint32_t sc = 0; sc < 256; ++sc) {
+    const nvfp4::Thresholds th = nvfp4::thresholds(uint8_t(sc));
+    const nvfp4::PairThresholds pt = nvfp4::pair_thresholds(uint8_t(sc));
+    const bool nan_scale = e4m3_is_nan(uint8_t(sc));
+    for (uint32_t h = 0; h < 65536; ++h) {
+      if (bf_nan(h) && !nan_scale) continue;
+      uint32_t partner = uint32_t(rng.next()) & 0xffffu;
+      if (bf_nan(partner) && !nan_scale) partner &= 0x807fu;
+      for (int half = 0; half < 2; ++half) {
+        const uint32_t w = half ? (h << 16) | partner : (partner << 16) | h;
+        const uint8_t want =
+            e2m1_pack(nvfp4::encode(uint16_t(w), th), nvfp4::encode(uint16_t(w >> 16), th));
+        const uint8_t got = nvfp4::encode_pair(w, pt);
+        if (got != want)
+          m.add("w=" + hex(w, 8) + " sc=" + hex(sc, 2) + ": got " + hex(got, 2) + " want " +
+                hex(want, 2));
+      }
+    }
+  }
+  EXPECT_EQ(m.count(), 0);
+}
+
 // |decode(encode(x)) - x| <= max(|x|, S)/4 (+ 3*2^-9 when S < 2^-6) for every finite bf16 x with
 // |x| <= 2784 and every scale S that a block containing x can have (scale_code(|x|) <= S's code,
 // the scale rounding being monotonic).
@@ -336,11 +366,11 @@ TEST(Nvfp4Block, ThresholdsAreTheExactMidpointsTimesTheScale) {
       const double t = double(mids[i]) * fp64::e4m3_value(uint8_t(sc));
       const uint32_t want = (f32_bits(float(t)) >> 16) - uint32_t(i & 1);
       EXPECT_EQ(double(bf(f32_bits(float(t)) >> 16)), t) << "threshold not exact in bf16";
-      EXPECT_EQ(th.t[i], want) << "sc=" << hex(sc, 2) << " i=" << i;
+      EXPECT_EQ(f32_bits(th.t[i]), want << 16) << "sc=" << hex(sc, 2) << " i=" << i;
     }
   }
-  for (uint32_t t : nvfp4::thresholds(0).t) EXPECT_EQ(t, 0xffffu);  // zero scale: all codes 0
-  EXPECT_EQ(nvfp4::thresholds(0).sign_mask, 8u);                    // ... with their sign
+  for (float t : nvfp4::thresholds(0).t) EXPECT_EQ(f32_bits(t), 0xffff0000u);  // zero scale: all 0
+  EXPECT_EQ(nvfp4::thresholds(0).sign_mask, 8u);  // ... with their sign
   // A NaN scale (a block holding a NaN): every code 0, whatever the value, NaN included.
   const nvfp4::Thresholds nan = nvfp4::thresholds(0x7f);
   for (uint32_t h = 0; h < 65536; ++h)

@@ -16,9 +16,8 @@ using dsv4::PageFormat;
 
 // Lanes that share one scale block. Each lane handles block_values / lanes consecutive values (a
 // multiple of 8) and the lanes of a block combine their maxima with width-limited shuffles inside
-// one wave (groups of 2 or 4 lanes: any wave width holds them). 0 picks the default, 16 values
-// per lane (2 lanes for MXFP8, 1 for NVFP4), the fastest measured. Every choice gives the same
-// bytes.
+// one wave (groups of 2 or 4 lanes: any wave width holds them). 0 picks the default, one lane per
+// block (the fastest measured). Every choice gives the same bytes.
 struct Options {
   int lanes_per_block = 0;  // MXFP8: 1, 2 or 4; NVFP4: 1 or 2; 0: the default
 };

@@ -63,11 +63,14 @@ DSV4_HD uint8_t block_scale(const minifloat::Bf16Amax& m) {
 
 // Rounding |x| / S onto the e2m1 grid is deciding which of the 7 midpoints m_i (0.25, 0.75, 1.25,
 // 1.75, 2.5, 3.5, 5) times S lie below |x|. Each t_i = m_i * S has at most 3 + 4 significant bits
-// and lies in [2^-11, 2240], so it is an exact fp32 product and an exact bf16 value; |x| is
-// compared with it as bf16 magnitude bits. At a tie (|x| = t_i) the even code wins: it stays at
-// code i for even i and moves up for odd i, so odd thresholds are stored one below t_i.
+// and lies in [2^-11, 2240], so it is an exact fp32 product and an exact bf16 value. At a tie
+// (|x| = t_i) the even code wins: it stays at code i for even i and moves up for odd i, so odd
+// thresholds are stored one bf16 step below t_i. The thresholds are kept as the fp32 values of
+// those bf16 patterns: comparing |x| with them as floats orders exactly as comparing the bf16
+// magnitude bits (all are non-negative), and a zero or NaN scale stores the NaN pattern 0xffff0000,
+// which no comparison passes.
 struct Thresholds {
-  uint32_t t[7];
+  float t[7];
   uint32_t sign_mask;  // 8: codes carry the sign of x; 0 in a NaN block (all codes 0)
 };
 
@@ -75,12 +78,11 @@ DSV4_HD Thresholds thresholds(uint8_t sc) {
   Thresholds th;
   const float s = e4m3_to_f32(sc & 0x7fu);
   const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
-  // A zero or NaN scale puts every threshold above every bf16 magnitude: all codes 0.
   const bool none = (sc & 0x7fu) == 0 || e4m3_is_nan(sc);
   DSV4_FMT_UNROLL
   for (int i = 0; i < 7; ++i) {
     const uint32_t t = f32_bits(mid[i] * s) >> 16;  // exact product, exact bf16
-    th.t[i] = none ? 0xffffu : t - uint32_t(i & 1);
+    th.t[i] = f32_from_bits((none ? 0xffffu : t - uint32_t(i & 1)) << 16);
   }
   th.sign_mask = e4m3_is_nan(sc) ? 0u : 8u;
   return th;
@@ -89,12 +91,52 @@ DSV4_HD Thresholds thresholds(uint8_t sc) {
 // The e2m1 code (sign in bit 3) of the bf16 value h (bit pattern) under the block's thresholds:
 // the number of thresholds below |x|, found by a binary search over the increasing t_i.
 DSV4_HD uint8_t encode(uint16_t h, const Thresholds& th) {
-  const uint32_t a = minifloat::bf16_magnitude(h);
+  const float a = f32_from_bits(uint32_t(h & 0x7fffu) << 16);
   const bool b2 = a > th.t[3];
   const bool b1 = a > (b2 ? th.t[5] : th.t[1]);
   const bool b0 = a > (b2 ? (b1 ? th.t[6] : th.t[4]) : (b1 ? th.t[2] : th.t[0]));
   const uint32_t n = (b2 ? 4u : 0u) | (b1 ? 2u : 0u) | (b0 ? 1u : 0u);
   return uint8_t(((uint32_t(h) >> 12) & th.sign_mask) | n);
+}
+
+// Two values at once, in the bf16 pair layout of memory: w holds value 2i in its low half and
+// value 2i+1 in its high half; the result is the byte e2m1(2i) | e2m1(2i+1) << 4 (the packed page
+// layout), the same codes as encode() for every pair a block can hold (a NaN only ever sits in a
+// block whose scale is NaN). Each half of a = |w| | 0x8000 minus u_i = t_i + 1 keeps bit
+// 15 set exactly when |x| > t_i (a half never borrows from the other: it stays >= 0x8000 - u_i >=
+// 0), so the 7 comparisons of both values are 7 subtractions, and the binary search is a bitwise
+// select on those bits (the comparisons are monotonic in i). A zero or NaN scale uses u_i = 0x8000,
+// which no magnitude reaches.
+struct PairThresholds {
+  uint32_t u[7];       // u_i in both halves
+  uint32_t sign_mask;  // 0x80008000, or 0 in a NaN block
+};
+
+DSV4_HD PairThresholds pair_thresholds(uint8_t sc) {
+  const Thresholds th = thresholds(sc);
+  PairThresholds p;
+  const bool none = (sc & 0x7fu) == 0 || e4m3_is_nan(sc);
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < 7; ++i)
+    p.u[i] = (none ? 0x8000u : (f32_bits(th.t[i]) >> 16) + 1u) * 0x00010001u;
+  p.sign_mask = th.sign_mask ? 0x80008000u : 0u;
+  return p;
+}
+
+DSV4_HD uint8_t encode_pair(uint32_t w, const PairThresholds& p) {
+  const uint32_t a = (w & 0x7fff7fffu) | 0x80008000u;
+  uint32_t d[7];
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < 7; ++i) d[i] = a - p.u[i];
+  // Bit 15 (and 31) of: c2 = [|x| > t3], c1 = c2 ? [> t5] : [> t1], c0 = the last step.
+  const uint32_t c2 = d[3];
+  const uint32_t c1 = (d[3] & d[5]) | (~d[3] & d[1]);
+  const uint32_t c0 =
+      (d[3] & ((d[5] & d[6]) | (~d[5] & d[4]))) | (~d[3] & ((d[1] & d[2]) | (~d[1] & d[0])));
+  // Each half's nibble at its bits 12..15: sign, c2, c1, c0.
+  const uint32_t n = (w & p.sign_mask) | ((c2 >> 1) & 0x40004000u) | ((c1 >> 2) & 0x20002000u) |
+                     ((c0 >> 3) & 0x10001000u);
+  return uint8_t(((n >> 12) & 0xfu) | ((n >> 24) & 0xf0u));
 }
 
 // Quantises one block of 16 bf16 bit patterns: packed receives 8 bytes (value 2i in the low
@@ -105,10 +147,10 @@ DSV4_HD uint8_t quantize_block(const uint16_t* x, uint8_t* packed) {
   DSV4_FMT_UNROLL
   for (int i = 0; i < kBlock; ++i) minifloat::bf16_amax_add(m, x[i]);
   const uint8_t sc = block_scale(m);
-  const Thresholds th = thresholds(sc);
+  const PairThresholds pt = pair_thresholds(sc);
   DSV4_FMT_UNROLL
   for (int j = 0; j < kBlock / 2; ++j)
-    packed[j] = e2m1_pack(encode(x[2 * j], th), encode(x[2 * j + 1], th));
+    packed[j] = encode_pair(uint32_t(x[2 * j]) | (uint32_t(x[2 * j + 1]) << 16), pt);
   return sc;
 }
 
@@ -130,10 +172,14 @@ DSV4_HD Decoder decoder(uint8_t sc) {
   return d;
 }
 
-DSV4_HD uint32_t decode_bits(uint8_t nibble, const Decoder& d) {
-  if (d.nan) return 0x7fc00000u;
+// The value of a nibble under a scale that is not NaN.
+DSV4_HD uint32_t decode_bits_number(uint8_t nibble, const Decoder& d) {
   const float mag = f32_from_bits(e2m1_magnitude_bits(nibble)) * d.scale;
   return f32_bits(mag) | ((uint32_t(nibble & 8u) << 28) ^ d.sign);
+}
+
+DSV4_HD uint32_t decode_bits(uint8_t nibble, const Decoder& d) {
+  return d.nan ? 0x7fc00000u : decode_bits_number(nibble, d);
 }
 
 DSV4_HD uint32_t decode_bits(uint8_t nibble, uint8_t sc) {
