@@ -75,8 +75,10 @@ std::optional<std::string> RunRecord::label(const std::string& key) const {
 bool looks_like_run(const json& j) {
   if (!j.is_object()) return false;
   if (j.value("kind", "") == "comparison-report") return false;
-  return j.contains("suite") || j.contains("kind") ||
-         (j.contains("metrics") && j["metrics"].is_object());
+  if (j.contains("metrics") && j["metrics"].is_object()) return true;
+  for (const char* k : {"accuracy", "mean_tpot_ms"})  // a flat, bench_serving-style file
+    if (j.contains(k) && j[k].is_number()) return true;
+  return false;
 }
 
 RunRecord parse_run(const json& j, const std::string& path) {
@@ -130,7 +132,8 @@ RunRecord parse_run(const json& j, const std::string& path) {
 RunRecord load_run(const fs::path& file) {
   const json j = read_json(file);
   if (!looks_like_run(j))
-    throw ReportError(file.string() + ": not a run report (no \"suite\", \"kind\" or \"metrics\")");
+    throw ReportError(file.string() +
+                      ": not a run report (no \"metrics\" object, no accuracy or mean_tpot_ms)");
   return parse_run(j, file.string());
 }
 

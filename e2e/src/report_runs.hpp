@@ -57,8 +57,8 @@ struct RunRecord {
 RunRecord parse_run(const nlohmann::json& j, const std::string& path);
 // Reads and parses one file; throws ReportError naming the file and what is wrong.
 RunRecord load_run(const std::filesystem::path& file);
-// True when `j` looks like a run report (has a kind/suite or a metrics object, and is not a
-// comparison report written by `dsv4-eval report`).
+// True when `j` looks like a run report: a "metrics" object, or a top-level accuracy or
+// mean_tpot_ms number (and not a comparison report written by `dsv4-eval report`).
 bool looks_like_run(const nlohmann::json& j);
 // Runs named on the command line: files are loaded (and must be runs); directories are searched
 // recursively for *.json run reports, in sorted path order (a file there that is not valid JSON is

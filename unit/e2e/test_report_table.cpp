@@ -98,6 +98,23 @@ TEST(ReportRuns, FlatBenchServingStyleFileAndKindInference) {
   EXPECT_THROW(parse_run(json{{"foo", 1}}, "x.json"), ReportError);
 }
 
+TEST(ReportRuns, FoldersKeepOnlyRunReports) {
+  TempDir tmp;
+  const fs::path d = tmp.path();
+  fs::copy_file(data_dir() / "current" / "aiter_mtp_gsm8k.json", d / "report.json");
+  std::ofstream(d / "suite.json") << R"({"suite": "nightly-e2e", "jobs": []})";
+  std::ofstream(d / "comparison.json") << R"({"kind": "comparison-report", "metrics": {}})";
+  std::ofstream(d / "half.json") << R"({"metrics": {"accuracy": 0.9)";
+  std::vector<std::string> warnings;
+  const auto runs = collect_runs({d.string()}, &warnings);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].kind, "gsm8k");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("half.json: not valid JSON"), std::string::npos) << warnings[0];
+  // Named explicitly, a file that is not a run is an error.
+  EXPECT_THROW(load_run(d / "suite.json"), ReportError);
+}
+
 TEST(ReportTable, MarkdownCellByCell) {
   TempDir dir;
   const fs::path out = dir.path() / "out";
