@@ -132,15 +132,17 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantizeArgs a) {
     m.nan = false;  // MXFP8 scales ignore NaN elements
   } else {
     // The maximum magnitude, NaN included: a block holding a NaN shows a maximum above 0x7f80,
-    // and NVFP4 needs nothing else of such a block.
+    // and NVFP4 needs nothing else of such a block. Both halves of the masked word the encoder
+    // uses (|w| with bits 15 and 31 set) compare as their high 16 bits.
     uint32_t lo = 0, hi = 0;
     DSV4_FMT_UNROLL
     for (int j = 0; j < kW; ++j) {
-      const uint32_t l = w[j] & 0x7fffu, h = w[j] & 0x7fff0000u;
-      lo = l > lo ? l : lo;
-      hi = h > hi ? h : hi;
+      const uint32_t a = (w[j] & 0x7fff7fffu) | 0x80008000u;
+      hi = a > hi ? a : hi;
+      lo = (a << 16) > lo ? (a << 16) : lo;
     }
-    hi >>= 16;
+    hi = (hi >> 16) & 0x7fffu;
+    lo = (lo >> 16) & 0x7fffu;
     const uint32_t mx = block_max<L>(hi > lo ? hi : lo);
     m.bits = mx;
     m.nan = mx > 0x7f80u;
@@ -167,10 +169,10 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantizeArgs a) {
     uint32_t q[kV / 8];  // one e2m1 nibble per value, value 2i in the low nibble of byte i
     DSV4_FMT_UNROLL
     for (int j = 0; j < kV / 8; ++j)
-      q[j] = uint32_t(nvfp4::encode_pair(w[4 * j], pt)) |
-             (uint32_t(nvfp4::encode_pair(w[4 * j + 1], pt)) << 8) |
-             (uint32_t(nvfp4::encode_pair(w[4 * j + 2], pt)) << 16) |
-             (uint32_t(nvfp4::encode_pair(w[4 * j + 3], pt)) << 24);
+      q[j] = nvfp4::pack_nibbles(nvfp4::encode_pair_nibbles(w[4 * j], pt),
+                                 nvfp4::encode_pair_nibbles(w[4 * j + 1], pt),
+                                 nvfp4::encode_pair_nibbles(w[4 * j + 2], pt),
+                                 nvfp4::encode_pair_nibbles(w[4 * j + 3], pt));
     store_bytes<kV / 2>(row + lane * (kV / 2), q);
   }
   if (lane % L == 0) row[page_scale_offset(F) + block] = sc;

@@ -322,7 +322,9 @@ TEST(Nvfp4Block, PairEncoderMatchesTheOneValueEncoder) {
         const uint8_t want =
             e2m1_pack(nvfp4::encode(uint16_t(w), th), nvfp4::encode(uint16_t(w >> 16), th));
         const uint8_t got = nvfp4::encode_pair(w, pt);
-        if (got != want)
+        const uint32_t n = nvfp4::encode_pair_nibbles(w, pt);
+        const uint32_t packed = nvfp4::pack_nibbles(n, n, n, n);
+        if (got != want || (n & 0x0fff0fffu) != 0 || packed != want * 0x01010101u)
           m.add("w=" + hex(w, 8) + " sc=" + hex(sc, 2) + ": got " + hex(got, 2) + " want " +
                 hex(want, 2));
       }

@@ -113,17 +113,26 @@ struct PairThresholds {
 };
 
 DSV4_HD PairThresholds pair_thresholds(uint8_t sc) {
-  const Thresholds th = thresholds(sc);
   PairThresholds p;
-  const bool none = (sc & 0x7fu) == 0 || e4m3_is_nan(sc);
+  const bool nan = e4m3_is_nan(sc);
+  p.sign_mask = nan ? 0u : 0x80008000u;
+  if (nan || (sc & 0x7fu) == 0) {
+    DSV4_FMT_UNROLL
+    for (int i = 0; i < 7; ++i) p.u[i] = 0x80008000u;
+    return p;
+  }
+  const float s = e4m3_to_f32(sc & 0x7fu);
+  const float mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  // u_i = t_i + 1, with the odd t_i already one step down: bits(m_i * S) (+1 for even i).
   DSV4_FMT_UNROLL
   for (int i = 0; i < 7; ++i)
-    p.u[i] = (none ? 0x8000u : (f32_bits(th.t[i]) >> 16) + 1u) * 0x00010001u;
-  p.sign_mask = th.sign_mask ? 0x80008000u : 0u;
+    p.u[i] = (f32_bits(mid[i] * s) >> 16) * 0x00010001u + ((i & 1) ? 0u : 0x00010001u);
   return p;
 }
 
-DSV4_HD uint8_t encode_pair(uint32_t w, const PairThresholds& p) {
+// The two codes of word w as nibbles in place: e2m1(low half) at bits 12..15, e2m1(high half) at
+// bits 28..31, every other bit zero.
+DSV4_HD uint32_t encode_pair_nibbles(uint32_t w, const PairThresholds& p) {
   const uint32_t a = (w & 0x7fff7fffu) | 0x80008000u;
   uint32_t d[7];
   DSV4_FMT_UNROLL
@@ -134,9 +143,20 @@ DSV4_HD uint8_t encode_pair(uint32_t w, const PairThresholds& p) {
   const uint32_t c0 =
       (d[3] & ((d[5] & d[6]) | (~d[5] & d[4]))) | (~d[3] & ((d[1] & d[2]) | (~d[1] & d[0])));
   // Each half's nibble at its bits 12..15: sign, c2, c1, c0.
-  const uint32_t n = (w & p.sign_mask) | ((c2 >> 1) & 0x40004000u) | ((c1 >> 2) & 0x20002000u) |
-                     ((c0 >> 3) & 0x10001000u);
-  return uint8_t(((n >> 12) & 0xfu) | ((n >> 24) & 0xf0u));
+  return (w & p.sign_mask) | ((c2 >> 1) & 0x40004000u) | ((c1 >> 2) & 0x20002000u) |
+         ((c0 >> 3) & 0x10001000u);
+}
+
+DSV4_HD uint8_t encode_pair(uint32_t w, const PairThresholds& p) {
+  const uint32_t n = encode_pair_nibbles(w, p);
+  return uint8_t(((n >> 12) & 0xfu) | (n >> 24));
+}
+
+// Four words of encode_pair_nibbles as the 4 bytes of the page (pair k in byte k), each nibble
+// shifted straight to its place.
+DSV4_HD uint32_t pack_nibbles(uint32_t n0, uint32_t n1, uint32_t n2, uint32_t n3) {
+  return ((n0 >> 12) & 0xfu) | (n0 >> 24) | ((n1 >> 4) & 0xf00u) | (n1 >> 16) | (n2 << 4) |
+         ((n2 >> 8) & 0xf00000u) | (n3 << 12) | (n3 & 0xf0000000u);
 }
 
 // Quantises one block of 16 bf16 bit patterns: packed receives 8 bytes (value 2i in the low
