@@ -3,8 +3,10 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -18,6 +20,8 @@
 
 #include "command.hpp"
 #include "dsv4/test_server/test_server.hpp"
+
+extern "C" char** environ;
 
 namespace dsv4::e2e_test {
 
@@ -119,6 +123,36 @@ inline int free_port() {
     port = ntohs(a.sin_port);
   ::close(fd);
   return port;
+}
+
+// Starts `bin args...` with stdout and stderr redirected to files; returns the pid (-1 on failure).
+inline pid_t spawn_process(const std::string& bin, std::vector<std::string> args,
+                           const std::string& stdout_path, const std::string& stderr_path = "") {
+  args.insert(args.begin(), bin);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2,
+                                   (stderr_path.empty() ? "/dev/null" : stderr_path.c_str()),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) pid = -1;
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
+}
+
+// Waits until `path` holds a positive integer (a port file); -1 after `seconds`.
+inline int wait_for_port_file(const std::string& path, double seconds) {
+  for (int i = 0; i < int(seconds * 50); ++i) {
+    std::ifstream f(path);
+    int port = 0;
+    if (f >> port && port > 0) return port;
+    ::usleep(20000);
+  }
+  return -1;
 }
 
 }  // namespace dsv4::e2e_test
