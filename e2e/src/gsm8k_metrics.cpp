@@ -122,7 +122,8 @@ Gsm8kSummary summarize_gsm8k(const std::vector<gsm8k::Record>& questions,
       ranks = std::max(ranks, row["per_rank"].size());
   std::vector<std::optional<double>> per_rank(ranks);
   for (size_t r = 0; r < ranks; ++r) {
-    double t_sum = 0, v_sum = 0;
+    double t_sum = 0, v_sum = 0, only = 0;
+    int contributing = 0;
     for (const auto& row : accept_rows) {
       if (!row.contains("per_rank") || !row["per_rank"].is_array() || r >= row["per_rank"].size())
         continue;
@@ -131,8 +132,13 @@ Gsm8kSummary summarize_gsm8k(const std::vector<gsm8k::Record>& questions,
       if (!a.is_number() || a.get<double>() <= 0 || t <= 0) continue;
       t_sum += t;
       v_sum += t / a.get<double>();
+      only = a.get<double>();
+      ++contributing;
     }
-    if (v_sum > 0) per_rank[r] = t_sum / v_sum;
+    if (contributing == 1)
+      per_rank[r] = only;  // the server's own number, bit for bit
+    else if (v_sum > 0)
+      per_rank[r] = t_sum / v_sum;
   }
   double acc_sum = 0, acc_min = INFINITY;
   size_t acc_n = 0;
@@ -231,6 +237,10 @@ void fill_gsm8k_report(RunReport& report, const Gsm8kSummary& s, const Invocatio
     }
     report.metrics.push_back(m);
   }
+  for (const auto& [k, v] : s.metrics)
+    if (k.rfind("accept_length_rank", 0) == 0)
+      report.metrics.push_back(
+          {k, v, "", "server avg_spec_accept_length of DP rank " + k.substr(18), ""});
   report.tables = s.tables;
   nlohmann::json per_rank = nlohmann::json::object();
   for (const auto& [k, v] : s.metrics)

@@ -42,6 +42,8 @@ const ExtractCase kCases[] = {
     {"adjacent_text", "abc123def", "123"},
 };
 
+void PrintTo(const ExtractCase& c, std::ostream* os) { *os << c.name; }
+
 class ExtractAnswer : public ::testing::TestWithParam<ExtractCase> {};
 
 TEST_P(ExtractAnswer, FollowsTheRule) {
@@ -110,6 +112,8 @@ struct BadData {
   const char* text;
   std::vector<std::string> message_parts;  // every part must appear in the error
 };
+
+void PrintTo(const BadData& c, std::ostream* os) { *os << c.name; }
 
 class LoadJsonlErrors : public ::testing::TestWithParam<BadData> {};
 
