@@ -3,6 +3,7 @@
 
 #include "e2e_test_util.hpp"
 #include "gsm8k_data.hpp"
+#include "http_client.hpp"
 #include "progress.hpp"
 
 namespace dsv4::e2e_test {
