@@ -104,8 +104,10 @@ inline std::vector<nlohmann::json> read_results(const std::string& out_dir) {
   std::vector<nlohmann::json> out;
   std::istringstream in(slurp(out_dir + "/results.jsonl"));
   std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) out.push_back(std::move(j));  // a cut or garbled line is skipped
+  }
   return out;
 }
 
