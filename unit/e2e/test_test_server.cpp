@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <regex>
+#include <set>
 #include <thread>
 
 #include "dsv4/fixtures/seed.hpp"
@@ -405,6 +406,27 @@ TEST(TestServerBinary, SigtermExitsZeroAndBadFlagExitsTwo) {
   pid = spawn({"--correct-rate", "2"}, d.str("o2"));
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << status;
+}
+
+}  // namespace
+}  // namespace dsv4::test_server
+
+namespace dsv4::test_server {
+namespace {
+
+TEST(TestServerData, CommittedSampleEqualsTheGenerator) {
+  TempDir d;
+  write_gsm8k(d.str("q.jsonl"), synth_gsm8k(50, 1));
+  const std::string committed = std::string(DSV4_E2E_DATA_DIR) + "/gsm8k_synthetic_50.jsonl";
+  EXPECT_EQ(slurp(committed), slurp(d.str("q.jsonl")));
+  const auto items = load_gsm8k(committed);
+  ASSERT_EQ(items.size(), 50u);
+  std::set<std::string> questions;
+  for (const auto& it : items) {
+    questions.insert(it.question);
+    EXPECT_FALSE(gsm_label(it.answer).empty());
+  }
+  EXPECT_EQ(questions.size(), 50u) << "questions must be unique (the model looks them up)";
 }
 
 }  // namespace
