@@ -11,6 +11,21 @@
 
 namespace dsv4::bench {
 
+// A device allocation (no poison, no canaries: benchmarks only), filled from a host vector or
+// left uninitialised, freed at scope exit.
+template <class T>
+struct Dev {
+  T* p = nullptr;
+  explicit Dev(const std::vector<T>& v) {
+    p = static_cast<T*>(gpu::malloc_bytes(v.size() * sizeof(T)));
+    gpu::copy_to_device(p, v.data(), v.size() * sizeof(T));
+  }
+  explicit Dev(size_t n) { p = static_cast<T*>(gpu::malloc_bytes(n * sizeof(T))); }
+  ~Dev() { gpu::free_bytes(p); }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+};
+
 // Median over `reps` samples of the time per call, each sample timing `batch` back-to-back calls
 // with device events (so launch gaps of tiny kernels are amortised). run(i) receives a running
 // call index so callers can rotate among input sets larger than the cache. Warms up first.

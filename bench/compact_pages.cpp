@@ -16,26 +16,13 @@
 namespace {
 
 using namespace dsv4;
+using bench::Dev;
 namespace kc = kernels::compact_pages;
 
 constexpr size_t kRotateBytes = size_t(256) << 20;  // several times any current L2
 constexpr int kMaxSets = 64;
 constexpr double kTarget = 0.60;  // of the copy bandwidth, at 65536 rows
 constexpr int64_t kTargetRows = 65536;
-
-// A device allocation filled from a host vector, freed at scope exit.
-template <class T>
-struct Dev {
-  T* p = nullptr;
-  explicit Dev(const std::vector<T>& v) {
-    p = static_cast<T*>(gpu::malloc_bytes(v.size() * sizeof(T)));
-    gpu::copy_to_device(p, v.data(), v.size() * sizeof(T));
-  }
-  explicit Dev(size_t n) { p = static_cast<T*>(gpu::malloc_bytes(n * sizeof(T))); }
-  ~Dev() { gpu::free_bytes(p); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-};
 
 enum class Op { kQuantize, kDequantizeBf16, kDequantizeF32 };
 

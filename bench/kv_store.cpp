@@ -15,25 +15,12 @@
 namespace {
 
 using namespace dsv4;
+using bench::Dev;
 namespace kk = kernels::kv_store;
 
 constexpr size_t kRotateBytes = size_t(256) << 20;  // several times any current L2
 constexpr int kMaxSets = 64;
 constexpr int64_t kPositions = 65536;
-
-// A device allocation filled from a host vector, freed at scope exit.
-template <class T>
-struct Dev {
-  T* p = nullptr;
-  explicit Dev(const std::vector<T>& v) {
-    p = static_cast<T*>(gpu::malloc_bytes(v.size() * sizeof(T)));
-    gpu::copy_to_device(p, v.data(), v.size() * sizeof(T));
-  }
-  explicit Dev(size_t n) { p = static_cast<T*>(gpu::malloc_bytes(n * sizeof(T))); }
-  ~Dev() { gpu::free_bytes(p); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-};
 
 struct Result {
   std::string kernel;
