@@ -3,6 +3,10 @@
 
 #include <curl/curl.h>
 #include <strings.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <chrono>
@@ -195,6 +199,14 @@ struct HttpClient::Impl {
     multi = curl_multi_init();
     if (!multi) throw std::runtime_error("curl_multi_init failed");
     curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, long(opt.max_in_flight + 8));
+    // Event-driven: curl tells which sockets to watch (epoll) and when its timers expire, so a
+    // wake-up costs O(sockets that are ready), not O(transfers).
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) throw std::runtime_error("epoll_create1 failed");
+    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &Impl::on_socket);
+    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, this);
+    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &Impl::on_timer);
+    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, this);
   }
 
   ~Impl() {
@@ -207,6 +219,44 @@ struct HttpClient::Impl {
     }
     for (CURL* e : pool) curl_easy_cleanup(e);
     curl_multi_cleanup(multi);
+    ::close(epfd);
+  }
+
+  int epfd = -1;
+  double timer_due = -1;  // when curl wants CURL_SOCKET_TIMEOUT (monotonic seconds), -1: none
+
+  static int on_socket(CURL*, curl_socket_t s, int what, void* userp, void* socketp) {
+    auto* self = static_cast<Impl*>(userp);
+    if (what == CURL_POLL_REMOVE) {
+      epoll_ctl(self->epfd, EPOLL_CTL_DEL, s, nullptr);  // may already be closed: ignored
+      curl_multi_assign(self->multi, s, nullptr);
+      return 0;
+    }
+    epoll_event ev{};
+    ev.data.fd = s;
+    ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
+    const int op = socketp ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(self->epfd, op, s, &ev) != 0) {
+      const int other = op == EPOLL_CTL_ADD ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+      if (errno == EEXIST || errno == ENOENT) epoll_ctl(self->epfd, other, s, &ev);
+    }
+    curl_multi_assign(self->multi, s, reinterpret_cast<void*>(1));
+    return 0;
+  }
+
+  static int on_timer(CURLM*, long timeout_ms, void* userp) {
+    auto* self = static_cast<Impl*>(userp);
+    self->timer_due = timeout_ms < 0 ? -1 : monotonic_seconds() + double(timeout_ms) * 1e-3;
+    return 0;
+  }
+
+  // Runs curl's expired timers (new transfers start this way too).
+  void run_timers() {
+    int still = 0;
+    while (timer_due >= 0 && timer_due <= monotonic_seconds()) {
+      timer_due = -1;
+      curl_multi_socket_action(multi, CURL_SOCKET_TIMEOUT, 0, &still);
+    }
   }
 
   void start(Transfer* t) {
@@ -444,22 +494,35 @@ struct HttpClient::Impl {
 
   bool is_idle() const { return n_running == 0 && queue.empty() && delayed.empty(); }
 
-  // One turn of the loop: start what may start, move bytes, finish what ended, then wait for
-  // socket activity, curl's own timers or the next retry (at most max_wait_ms).
+  // One turn of the loop: start what may start, run due timers, finish what ended, then wait
+  // (epoll) for ready sockets, curl's next timer or the next retry (at most max_wait_ms), and
+  // hand the ready sockets to curl.
   void step(int max_wait_ms) {
     start_ready();
-    int still = 0;
-    curl_multi_perform(multi, &still);
+    run_timers();
     drain_messages();
     deliver();
     start_ready();
+    run_timers();
     if (is_idle()) return;
-    int wait = max_wait_ms;
-    if (!delayed.empty()) {
-      const double until = delayed.begin()->first - monotonic_seconds();
-      wait = std::min(wait, std::max(0, int(std::ceil(until * 1e3))));
+    const double now = monotonic_seconds();
+    double until = double(max_wait_ms) * 1e-3;
+    if (timer_due >= 0) until = std::min(until, timer_due - now);
+    if (!delayed.empty()) until = std::min(until, delayed.begin()->first - now);
+    const int wait = std::max(0, int(std::ceil(until * 1e3)));
+    epoll_event evs[256];
+    const int n = epoll_wait(epfd, evs, 256, wait);
+    int still = 0;
+    for (int i = 0; i < n; ++i) {
+      int flags = 0;
+      if (evs[i].events & EPOLLIN) flags |= CURL_CSELECT_IN;
+      if (evs[i].events & EPOLLOUT) flags |= CURL_CSELECT_OUT;
+      if (evs[i].events & (EPOLLERR | EPOLLHUP)) flags |= CURL_CSELECT_ERR;
+      curl_multi_socket_action(multi, evs[i].data.fd, flags, &still);
     }
-    curl_multi_poll(multi, nullptr, 0, wait, nullptr);
+    run_timers();
+    drain_messages();
+    deliver();
   }
 
   void cancel(Transfer* t) {
