@@ -191,8 +191,8 @@ int run_gsm8k(const Gsm8kConfig& c) {
     std::fprintf(stderr, "dsv4-eval gsm8k: bad data: %s\n", e.what());
     return kExitUsage;
   } catch (const DownloadError& e) {
-    std::fprintf(stderr, "dsv4-eval gsm8k: %s\n", e.what());
-    return kExitCouldNotRun;
+    report.context = {{"url", c.url}, {"data_url", c.data_url}, {"command", c.command_line}};
+    return finish(kExitCouldNotRun, "ERROR", e.what());  // CI still gets an errored junit.xml
   }
   const size_t n = prep.records.size();
 

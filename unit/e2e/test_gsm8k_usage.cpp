@@ -133,6 +133,9 @@ TEST_F(Download, FetchesVerifiesCachesAndReuses) {
   write_text(cached, "corrupt");
   EXPECT_EQ(run_eval_capture(args(sha_, "out3"), err), 3) << err;
   EXPECT_NE(err.find("HTTP 404"), std::string::npos) << err;
+  const auto report = read_report(dir_.str("out3"));
+  EXPECT_EQ(report["status"], "ERROR");
+  EXPECT_NE(slurp(dir_.str("out3/junit.xml")).find("<error message="), std::string::npos);
 }
 
 TEST_F(Download, ChecksumMismatchIsBadData) {
