@@ -16,4 +16,31 @@ cmake --build --preset "$preset" -j "$(nproc)" || { echo "main: build FAILED"; e
 status=0
 ctest --preset "$preset" -j "$(nproc)" --output-junit junit.xml || status=1
 python3 ci/summary.py "build/$preset" "build/$preset/junit.xml" || status=1
+
+# The end-to-end job on its embedded default: dsv4-eval gsm8k (1319 questions written by the
+# project) against the project's SGLang test server on loopback, behind the nightly gates.
+eval_bin=build/$preset/e2e/dsv4-eval
+server_bin=build/$preset/fixtures/server/dsv4-test-server
+if [ -x "$eval_bin" ] && [ -x "$server_bin" ]; then
+  demo=build/$preset/main-gsm8k
+  rm -rf "$demo" && mkdir -p "$demo"
+  "$server_bin" --write-data "$demo/questions.jsonl" --count 1319 --seed 1 >/dev/null
+  "$server_bin" --port 0 --port-file "$demo/port" --data "$demo/questions.jsonl" \
+    --correct-rate 0.95 --invalid-rate 0.01 --accept-length 3.2,3.4 >"$demo/server.log" 2>&1 &
+  server=$!
+  trap 'kill $server 2>/dev/null; wait $server 2>/dev/null' EXIT
+  for _ in $(seq 100); do [ -s "$demo/port" ] && break; sleep 0.1; done
+  url="http://127.0.0.1:$(cat "$demo/port" 2>/dev/null)"
+  if "$eval_bin" wait-ready --url "$url" --timeout 30 >/dev/null; then
+    "$eval_bin" gsm8k --url "$url" --data "$demo/questions.jsonl" --num-questions 1319 \
+      --parallel 512 --gate 'accuracy>0.92' --gate 'accept_length>3.0' --out "$demo/out" \
+      --progress-interval 0
+    rc=$?
+    cat "$demo/out/report.md" 2>/dev/null
+    [ $rc -eq 0 ] || status=1
+  else
+    echo "main: the test server did not become ready (log: $demo/server.log)"
+    status=1
+  fi
+fi
 exit $status
