@@ -3,6 +3,7 @@
 
 #include <sys/resource.h>
 #include <unistd.h>
+#include <csignal>
 
 #include <cmath>
 #include <cstdio>
@@ -62,6 +63,28 @@ bool is_gsm8k_metric(const std::string& name) {
 }
 
 namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_signal = sig; }
+
+// SIGINT/SIGTERM during the request loop end the run like a fatal error: in-flight requests are
+// cancelled, reports are written (status ERROR), exit 3; the previous handlers come back after.
+class StopSignals {
+ public:
+  StopSignals() {
+    g_signal = 0;
+    old_int_ = std::signal(SIGINT, on_stop_signal);
+    old_term_ = std::signal(SIGTERM, on_stop_signal);
+  }
+  ~StopSignals() {
+    std::signal(SIGINT, old_int_);
+    std::signal(SIGTERM, old_term_);
+  }
+
+ private:
+  void (*old_int_)(int);
+  void (*old_term_)(int);
+};
 
 double thread_cpu_seconds() {
   rusage ru{};
@@ -367,8 +390,21 @@ int run_gsm8k(const Gsm8kConfig& c) {
     client.submit(std::move(r));
   }
   inv.submitted = client.pending();
-  client.run([&] { progress.update(answered_so_far, correct_so_far, monotonic_seconds() - wall0); },
-             0.25);
+  {
+    StopSignals signals;
+    client.run(
+        [&] {
+          progress.update(answered_so_far, correct_so_far, monotonic_seconds() - wall0);
+          if (g_signal && !aborted) {
+            aborted = true;
+            abort_reason = std::string("interrupted by ") +
+                           (g_signal == SIGINT ? "SIGINT" : "SIGTERM") +
+                           "; finished answers are in " + results_path + " (--resume continues)";
+            client.cancel_all();
+          }
+        },
+        0.1);
+  }
   progress.finish(answered_so_far, correct_so_far, monotonic_seconds() - wall0);
   inv.wall_s = monotonic_seconds() - wall0;
   inv.cpu_s = thread_cpu_seconds() - cpu0;

@@ -187,3 +187,37 @@ TEST_F(Resume, KilledClientProcessResumes) {
 
 }  // namespace
 }  // namespace dsv4::e2e_test
+
+namespace dsv4::e2e_test {
+namespace {
+
+// SIGTERM (a CI job timeout) stops the run with exit 3 and still writes the reports.
+TEST(Interrupt, SigtermWritesAnErroredReport) {
+  TempDir d;
+  const std::string data = write_questions(d, 60, 31);
+  auto cfg = base_config(data, 31);
+  cfg.token_sleep_ms = 20;  // about 0.5 s a request
+  test_server::TestServer server(cfg);
+  server.start();
+  const std::string out = d.str("out");
+  const pid_t pid = spawn_process(
+      DSV4_EVAL_BIN,
+      {"gsm8k", "--url", server.url(), "--data", data, "--num-questions", "0", "--num-shots", "2",
+       "--parallel", "2", "--out", out, "--progress-interval", "0"},
+      d.str("eval.out"), d.str("eval.err"));
+  ASSERT_GT(pid, 0);
+  for (int i = 0; i < 500 && read_results(out).size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of handling it";
+  EXPECT_EQ(WEXITSTATUS(status), 3) << slurp(d.str("eval.err"));
+  const auto report = read_report(out);
+  EXPECT_EQ(report["status"], "ERROR");
+  EXPECT_NE(report["error"].get<std::string>().find("interrupted by SIGTERM"), std::string::npos);
+  EXPECT_LT(read_results(out).size(), 60u);
+}
+
+}  // namespace
+}  // namespace dsv4::e2e_test
