@@ -71,16 +71,6 @@ std::vector<uint8_t> bytes_of(const void* p, size_t n) {
   return std::vector<uint8_t>(b, b + n);
 }
 
-// memcmp first (pools run to tens of MB), the comparator's report when they differ.
-template <class T>
-::testing::AssertionResult same(const std::vector<T>& got, const std::vector<T>& want,
-                                const Shape& shape, const std::string& name) {
-  if (got.size() == want.size() &&
-      std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0)
-    return ::testing::AssertionSuccess();
-  return fx::bitwise_equal(got, want, shape, {.name = name});
-}
-
 // ---- quantise ---------------------------------------------------------------------------------
 
 // One quantise case on the device: src rows, slots, a NaN-poisoned (0xff) pool, the error counter;
@@ -148,9 +138,9 @@ struct QuantCase {
   void check(gpu::Stream s) {
     pool.download(s);
     const int64_t got_errors = kernels::read_errors(errors.data(), s);
-    EXPECT_TRUE(
-        fx::save_case_on_failure(same(pool.host(), want, Shape{size_t(R), row_bytes(f)}, "pool"),
-                                 [&] { return as_case(got_errors); }));
+    EXPECT_TRUE(fx::save_case_on_failure(
+        fx::bitwise_equal(pool.host(), want, Shape{size_t(R), row_bytes(f)}, {.name = "pool"}),
+        [&] { return as_case(got_errors); }));
     EXPECT_EQ(got_errors, outcome.rejected) << "error counter";
     for (auto* b : {&slots, &errors}) EXPECT_TRUE(b->guards_intact());
     EXPECT_TRUE(src.guards_intact());
@@ -285,9 +275,9 @@ struct DequantCase {
   void check(gpu::Stream s) {
     out.download(s);
     const int64_t got_errors = kernels::read_errors(errors.data(), s);
-    EXPECT_TRUE(
-        fx::save_case_on_failure(same(out.host(), want, Shape{size_t(T), size_t(stride)}, "out"),
-                                 [&] { return as_case(got_errors); }));
+    EXPECT_TRUE(fx::save_case_on_failure(
+        fx::bitwise_equal(out.host(), want, Shape{size_t(T), size_t(stride)}, {.name = "out"}),
+        [&] { return as_case(got_errors); }));
     EXPECT_EQ(got_errors, outcome.rejected) << "error counter";
     EXPECT_TRUE(pool.guards_intact());
     EXPECT_TRUE(slots.guards_intact());
@@ -434,7 +424,7 @@ TEST_F(CompactPages, OffsetsPastTwoGiB) {
                    stream());
     std::vector<float> want(out.size(), out.poison_value());
     const rc::Outcome o = rc::dequantize(f, q.want, size_t(R), slots, want, 0);
-    EXPECT_TRUE(same(out.download(stream()), want, Shape{4096, 512}, "out"));
+    EXPECT_TRUE(fx::bitwise_equal(out.download(stream()), want, Shape{4096, 512}, {.name = "out"}));
     EXPECT_EQ(kernels::read_errors(q.errors.data(), stream()), o.rejected);
     EXPECT_TRUE(out.guards_intact());
   }

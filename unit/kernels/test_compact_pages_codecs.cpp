@@ -32,16 +32,6 @@ constexpr PageFormat kNv = PageFormat::kNvfp4;
 
 size_t row_bytes(PageFormat f) { return size_t(page_row_bytes(f)); }
 
-// memcmp first, the comparator's report when the buffers differ.
-template <class T>
-::testing::AssertionResult same(const std::vector<T>& got, const std::vector<T>& want,
-                                const Shape& shape, const std::string& name) {
-  if (got.size() == want.size() &&
-      std::memcmp(got.data(), want.data(), got.size() * sizeof(T)) == 0)
-    return ::testing::AssertionSuccess();
-  return fx::bitwise_equal(got, want, shape, {.name = name});
-}
-
 // Quantises rows [T, 512] into a NaN-poisoned pool at slots 0..T-1 on the device, expects the pool
 // to equal the reference's bit for bit, no rejection and intact canaries; returns the pool.
 std::vector<uint8_t> quantize_on_device(PageFormat f, const std::vector<bf16>& rows, int lanes,
@@ -59,7 +49,7 @@ std::vector<uint8_t> quantize_on_device(PageFormat f, const std::vector<bf16>& r
   pool.download(s);
   std::vector<uint8_t> want(T * rb, pool.poison_value());
   rc::quantize(f, rows, 0, iota, want, T);
-  EXPECT_TRUE(same(pool.host(), want, Shape{T, rb}, "pool"));
+  EXPECT_TRUE(fx::bitwise_equal(pool.host(), want, Shape{T, rb}, {.name = "pool"}));
   EXPECT_EQ(kernels::read_errors(errors.data(), s), 0);
   EXPECT_TRUE(src.guards_intact());
   EXPECT_TRUE(slots.guards_intact());
@@ -85,7 +75,7 @@ std::vector<Out> dequantize_on_device(PageFormat f, const std::vector<uint8_t>& 
   out.download(s);
   std::vector<Out> want(R * 512, out.poison_value());
   rc::dequantize(f, rows, R, iota, want, 0);
-  EXPECT_TRUE(same(out.host(), want, Shape{R, 512}, "out"));
+  EXPECT_TRUE(fx::bitwise_equal(out.host(), want, Shape{R, 512}, {.name = "out"}));
   EXPECT_EQ(kernels::read_errors(errors.data(), s), 0);
   EXPECT_TRUE(pool.guards_intact());
   EXPECT_TRUE(out.guards_intact());

@@ -2,6 +2,8 @@
 // every bf16 input against the fp64 oracles, and written-down ties, subnormals, saturation and NaN.
 #include <gtest/gtest.h>
 
+#include "dsv4/fixtures/compare.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -27,17 +29,7 @@ std::string hex(uint32_t v, int digits) {
   return b;
 }
 
-// Collects mismatches of an exhaustive loop: the first few are reported, all are counted.
-class Misses {
- public:
-  void add(const std::string& what) {
-    if (n_++ < 8) ADD_FAILURE() << what;
-  }
-  int count() const { return n_; }
-
- private:
-  int n_ = 0;
-};
+using fx::Misses;
 
 // ---- bf16 ------------------------------------------------------------------------------------
 

@@ -3,6 +3,8 @@
 // and the per-element error bounds, each against the independent fp64 formulation.
 #include <gtest/gtest.h>
 
+#include "dsv4/fixtures/compare.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -31,16 +33,7 @@ std::string hex(uint32_t v, int digits) {
   return b;
 }
 
-class Misses {
- public:
-  void add(const std::string& what) {
-    if (n_++ < 8) ADD_FAILURE() << what;
-  }
-  int count() const { return n_; }
-
- private:
-  int n_ = 0;
-};
+using fx::Misses;
 
 // ---- MXFP8 -----------------------------------------------------------------------------------
 
