@@ -10,8 +10,8 @@ if [ ${#files[@]} -eq 0 ]; then
   echo "no assembly files in $dir" >&2
   exit 2
 fi
-printf '| %-60s | %-7s | %5s | %5s | %7s | %6s | %6s | %4s |\n' kernel arch vgpr sgpr scratch lds spills occ
-printf '|%s|\n' "$(printf -- '-%.0s' {1..124})"
+printf '| %-80s | %-7s | %5s | %5s | %7s | %6s | %6s | %4s |\n' kernel arch vgpr sgpr scratch lds spills occ
+printf '|%s|\n' "$(printf -- '-%.0s' {1..144})"
 status=0
 for f in "${files[@]}"; do
   arch=$(basename "$f" .s); arch=${arch##*.}
@@ -36,10 +36,10 @@ for f in "${files[@]}"; do
   while IFS=$'\t' read -r name a v s sc l sp o; do
     [ -n "$name" ] || continue
     short=$(echo "$name" | c++filt 2>/dev/null | sed 's/(anonymous namespace):://; s/(.*//' || echo "$name")
-    short=${short:0:60}
+    short=${short:0:80}
     flag=""
     if [ "${sc:-0}" != "0" ] || [ "${sp:-0}" != "0" ]; then flag="  <- spills/scratch"; status=1; fi
-    printf '| %-60s | %-7s | %5s | %5s | %7s | %6s | %6s | %4s |%s\n' "$short" "$a" "$v" "$s" "$sc" "$l" "$sp" "$o" "$flag"
+    printf '| %-80s | %-7s | %5s | %5s | %7s | %6s | %6s | %4s |%s\n' "$short" "$a" "$v" "$s" "$sc" "$l" "$sp" "$o" "$flag"
   done <<< "$out"
 done
 exit $status
