@@ -101,12 +101,18 @@ inline std::string fmt(const char* f, double v) {
   return buf;
 }
 
-// Exits 0 with a note when the build or the machine has no GPU: a benchmark is not a test.
+// False, with a note, when the build or the machine has no GPU (the caller exits 0: a benchmark
+// is not a test); else prints the table's first line: the benchmark, the device and the backend.
 inline bool require_gpu(const char* name) {
   std::string why;
-  if (gpu::available(&why)) return true;
-  std::printf("%s: not run: %s\n", name, why.c_str());
-  return false;
+  if (!gpu::available(&why)) {
+    std::printf("%s: not run: %s\n", name, why.c_str());
+    return false;
+  }
+  const gpu::DeviceInfo d = gpu::device_info();
+  std::printf("%s on %s (%s), %d compute units, backend %s\n", name, d.name.c_str(), d.arch.c_str(),
+              d.compute_units, gpu::backend());
+  return true;
 }
 
 }  // namespace dsv4::bench

@@ -118,9 +118,6 @@ Result run(Op op, PageFormat f, int64_t T, int lanes, gpu::Stream s) {
 
 int main() {
   if (!bench::require_gpu("bench_compact_pages")) return 0;
-  const gpu::DeviceInfo d = gpu::device_info();
-  std::printf("bench_compact_pages on %s (%s), %d compute units, backend %s\n", d.name.c_str(),
-              d.arch.c_str(), d.compute_units, gpu::backend());
   gpu::StreamHandle stream;
   std::vector<Result> results;
   for (PageFormat f : {PageFormat::kMxfp8, PageFormat::kNvfp4}) {

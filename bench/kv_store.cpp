@@ -95,9 +95,6 @@ Result run(bool fused, int64_t T, int64_t W, int lanes, gpu::Stream s) {
 
 int main() {
   if (!bench::require_gpu("bench_kv_store")) return 0;
-  const gpu::DeviceInfo d = gpu::device_info();
-  std::printf("bench_kv_store on %s (%s), %d compute units, backend %s\n", d.name.c_str(),
-              d.arch.c_str(), d.compute_units, gpu::backend());
   gpu::StreamHandle stream;
   std::vector<Result> results;
   for (int64_t T : {1, 64, 512, 4096, 16384, 65536})
@@ -106,7 +103,7 @@ int main() {
   for (int64_t T : {1, 64, 512, 4096, 16384, 65536})
     results.push_back(run(true, T, 512, 32, stream));
   results.push_back(run(true, 65536, 512, 16, stream));
-  if (kk::lanes_supported(64) && d.wave_width >= 64)
+  if (kk::lanes_supported(64) && gpu::device_info().wave_width >= 64)
     results.push_back(run(true, 65536, 512, 64, stream));
 
   bench::Table table(

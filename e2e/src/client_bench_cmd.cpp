@@ -50,13 +50,9 @@ int client_bench_main(int argc, char** argv) {
   GenParams gp;
   std::vector<Gate> gates;
   try {
-    auto r = o.parse(argc, argv);
-    if (r.count("help")) {
-      std::printf("%s\n", o.help().c_str());
-      return kExitPass;
-    }
-    if (!r.unmatched().empty())
-      throw std::invalid_argument("unexpected argument '" + r.unmatched()[0] + "'");
+    const auto parsed = parse_options(o, argc, argv);
+    if (!parsed) return kExitPass;
+    const auto& r = *parsed;
     url = normalize_base_url(r["url"].as<std::string>());
     const auto a = parse_api(r["api"].as<std::string>());
     if (!a) throw std::invalid_argument("--api '" + r["api"].as<std::string>() + "' is unknown");

@@ -1,6 +1,9 @@
 // Sub-command registry of dsv4-eval.
 #include "command.hpp"
 
+#include <cstdio>
+#include <stdexcept>
+
 namespace dsv4::eval {
 namespace {
 std::vector<Command>& registry() {
@@ -14,6 +17,18 @@ CommandRegistrar::CommandRegistrar(const char* name, const char* summary, Comman
 }
 
 const std::vector<Command>& commands() { return registry(); }
+
+std::optional<cxxopts::ParseResult> parse_options(cxxopts::Options& o, int argc, char** argv,
+                                                  const char* epilogue) {
+  auto r = o.parse(argc, argv);
+  if (r.count("help")) {
+    std::printf("%s\n%s", o.help().c_str(), epilogue ? epilogue : "");
+    return std::nullopt;
+  }
+  if (!r.unmatched().empty())
+    throw std::invalid_argument("unexpected argument '" + r.unmatched()[0] + "'");
+  return r;
+}
 
 const Command* find_command(const std::string& name) {
   for (const auto& c : registry())

@@ -1,6 +1,9 @@
 // Sub-command registry of dsv4-eval: each command file registers itself with DSV4_EVAL_COMMAND.
 #pragma once
 
+#include <cxxopts.hpp>
+
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,11 @@ struct CommandRegistrar {
 };
 
 const std::vector<Command>& commands();
+
+// Parses a sub-command's options. Returns nullopt once --help was asked and printed (followed by
+// `epilogue` when given); throws std::invalid_argument naming a stray positional argument.
+std::optional<cxxopts::ParseResult> parse_options(cxxopts::Options& o, int argc, char** argv,
+                                                  const char* epilogue = nullptr);
 const Command* find_command(const std::string& name);
 
 }  // namespace dsv4::eval

@@ -58,18 +58,14 @@ int gsm8k_main(int argc, char** argv) {
   // clang-format on
   Gsm8kConfig c;
   try {
-    auto r = o.parse(argc, argv);
-    if (r.count("help")) {
-      std::printf("%s\n", o.help().c_str());
-      return kExitPass;
-    }
+    const auto parsed = parse_options(o, argc, argv);
+    if (!parsed) return kExitPass;
+    const auto& r = *parsed;
     if (r.count("list-metrics")) {
       for (const auto& m : gsm8k_metric_names()) std::printf("%s\n", m.c_str());
       std::printf("accept_length_rank<N>\n");
       return kExitPass;
     }
-    if (!r.unmatched().empty())
-      throw std::invalid_argument("unexpected argument '" + r.unmatched()[0] + "'");
     auto positive = [&](const char* flag, long long lo) {
       const long long v = r[flag].as<long long>();
       if (v < lo)

@@ -115,21 +115,17 @@ int run(int argc, char** argv) {
   int64_t max_failed = 0;
   bool details = false;
   try {
-    auto r = o.parse(argc, argv);
-    if (r.count("help")) {
-      std::printf(
-          "%s\nExit codes: 0 pass, 1 a gate failed, 2 bad usage or config, 3 could not run "
-          "(server unreachable, warmup failed, more than --max-failed failures).\n",
-          o.help().c_str());
-      return kExitPass;
-    }
+    const auto parsed =
+        parse_options(o, argc, argv,
+                      "Exit codes: 0 pass, 1 a gate failed, 2 bad usage or config, 3 could not run "
+                      "(server unreachable, warmup failed, more than --max-failed failures).\n");
+    if (!parsed) return kExitPass;
+    const auto& r = *parsed;
     if (r.count("list-metrics")) {
       for (const auto& m : metric_specs()) std::printf("%s\n", m.key);
       std::printf("accept_length\naccept_length_rank<N>\n");
       return kExitPass;
     }
-    if (!r.unmatched().empty())
-      throw std::invalid_argument("unexpected argument '" + r.unmatched()[0] + "'");
     if (r["backend"].as<std::string>() != "sglang")
       throw std::invalid_argument("--backend '" + r["backend"].as<std::string>() +
                                   "': only sglang (/generate with input_ids) is supported");

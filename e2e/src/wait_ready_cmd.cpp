@@ -32,13 +32,9 @@ int wait_ready_main(int argc, char** argv) {
   double timeout = 0, interval = 0, request_timeout = 0;
   bool quiet = false;
   try {
-    auto r = o.parse(argc, argv);
-    if (r.count("help")) {
-      std::printf("%s\n", o.help().c_str());
-      return kExitPass;
-    }
-    if (!r.unmatched().empty())
-      throw std::invalid_argument("unexpected argument '" + r.unmatched()[0] + "'");
+    const auto parsed = parse_options(o, argc, argv);
+    if (!parsed) return kExitPass;
+    const auto& r = *parsed;
     url = normalize_base_url(r["url"].as<std::string>());
     const auto api = parse_api(r["api"].as<std::string>());
     if (!api)

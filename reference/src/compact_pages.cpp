@@ -73,20 +73,11 @@ Outcome gather(const char* fn, PageFormat f, std::span<const uint8_t> pool, size
   check_format(fn, f);
   check_pool(fn, f, pool.size(), pool_rows);
   out_stride = check_rows(fn, "out", out.size(), slots.size(), out_stride);
-  Outcome o;
   const size_t rb = size_t(page_row_bytes(f));
-  for (size_t t = 0; t < slots.size(); ++t) {
-    const int64_t s = slots[t];
-    if (s < 0) {
-      ++o.skipped;
-    } else if (uint64_t(s) >= pool_rows) {
-      ++o.rejected;
-    } else {
-      row_to_out(pool.data() + size_t(s) * rb, out.data() + t * out_stride);
-      ++o.written;
-    }
-  }
-  return o;
+  return for_each_slot(slots, pool_rows, [&](size_t t, size_t s) {
+    row_to_out(pool.data() + s * rb, out.data() + t * out_stride);
+    return true;
+  });
 }
 
 }  // namespace
@@ -198,20 +189,11 @@ Outcome quantize(PageFormat f, std::span<const bf16> src, size_t src_stride,
   check_format(fn, f);
   src_stride = check_rows(fn, "src", src.size(), slots.size(), src_stride);
   check_pool(fn, f, pool.size(), pool_rows);
-  Outcome o;
   const size_t rb = size_t(page_row_bytes(f));
-  for (size_t t = 0; t < slots.size(); ++t) {
-    const int64_t s = slots[t];
-    if (s < 0) {
-      ++o.skipped;
-    } else if (uint64_t(s) >= pool_rows) {
-      ++o.rejected;
-    } else {
-      quantize_row(f, src.data() + t * src_stride, pool.data() + size_t(s) * rb);
-      ++o.written;
-    }
-  }
-  return o;
+  return for_each_slot(slots, pool_rows, [&](size_t t, size_t s) {
+    quantize_row(f, src.data() + t * src_stride, pool.data() + s * rb);
+    return true;
+  });
 }
 
 Outcome dequantize(PageFormat f, std::span<const uint8_t> pool, size_t pool_rows,

@@ -60,21 +60,12 @@ Outcome scatter_rows(std::span<const bf16> kv, std::span<const int64_t> loc, std
                      size_t pool_rows, const RowLayout& layout) {
   const size_t T = loc.size();
   check_layout(kv.size(), T, pool.size(), pool_rows, layout);
-  Outcome out;
-  for (size_t t = 0; t < T; ++t) {
-    const int64_t dst = loc[t];
-    if (dst < 0) {
-      ++out.skipped;
-    } else if (uint64_t(dst) >= pool_rows) {
-      ++out.rejected;
-    } else {
-      const bf16* src = kv.data() + t * layout.src();
-      bf16* row = pool.data() + size_t(dst) * layout.pool();
-      for (size_t j = 0; j < layout.width; ++j) row[j] = src[j];
-      ++out.written;
-    }
-  }
-  return out;
+  return for_each_slot(loc, pool_rows, [&](size_t t, size_t dst) {
+    const bf16* src = kv.data() + t * layout.src();
+    bf16* row = pool.data() + dst * layout.pool();
+    for (size_t j = 0; j < layout.width; ++j) row[j] = src[j];
+    return true;
+  });
 }
 
 void norm_rope_row_f32(const bf16* x, size_t width, const NormRope& p, int64_t pos, size_t lanes,
@@ -143,25 +134,15 @@ Outcome norm_rope_store(std::span<const bf16> kv, std::span<const int64_t> loc,
   check_layout(kv.size(), T, pool.size(), pool_rows, layout);
   check_norm_rope(p, T, layout.width);
   check_lanes(lanes);
-  Outcome out;
   std::vector<float> row(layout.width);
-  for (size_t t = 0; t < T; ++t) {
-    const int64_t dst = loc[t];
-    if (dst < 0) {
-      ++out.skipped;
-      continue;
-    }
-    if (uint64_t(dst) >= pool_rows || !position_ok(p, p.positions[t])) {
-      ++out.rejected;
-      continue;
-    }
+  return for_each_slot(loc, pool_rows, [&](size_t t, size_t dst) {
+    if (!position_ok(p, p.positions[t])) return false;
     norm_rope_row_f32(kv.data() + t * layout.src(), layout.width, p, p.positions[t], lanes,
                       row.data());
-    bf16* dst_row = pool.data() + size_t(dst) * layout.pool();
+    bf16* dst_row = pool.data() + dst * layout.pool();
     for (size_t j = 0; j < layout.width; ++j) dst_row[j] = f32_to_bf16(row[j]);
-    ++out.written;
-  }
-  return out;
+    return true;
+  });
 }
 
 std::vector<double> norm_rope_rows_f64(std::span<const bf16> kv, size_t T, const RowLayout& layout,

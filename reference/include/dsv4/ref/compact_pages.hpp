@@ -8,6 +8,7 @@
 
 #include "dsv4/ref/formats/bf16.hpp"
 #include "dsv4/ref/formats/page_format.hpp"
+#include "dsv4/ref/slots.hpp"
 
 namespace dsv4::ref::compact_pages {
 
@@ -46,12 +47,8 @@ namespace dsv4::ref::compact_pages {
 
 inline constexpr size_t kRowValues = size_t(kPageRowValues);
 
-// Per-row outcome counts of a scatter or gather: written + skipped + rejected == number of rows.
-struct Outcome {
-  int64_t written = 0;
-  int64_t skipped = 0;   // slot < 0
-  int64_t rejected = 0;  // slot >= pool_rows
-};
+// Per-row outcome counts of a scatter or gather (slots.hpp).
+using Outcome = SlotOutcome;
 
 // One row: x[512] -> row[page_row_bytes(f)].
 void quantize_row(PageFormat f, const bf16* x, uint8_t* row);

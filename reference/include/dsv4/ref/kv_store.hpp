@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dsv4/ref/formats/bf16.hpp"
+#include "dsv4/ref/slots.hpp"
 
 namespace dsv4::ref::kv_store {
 
@@ -49,12 +50,9 @@ struct RowLayout {
   size_t pool() const { return pool_stride ? pool_stride : width; }
 };
 
-// What a store did with each of its T rows: written + skipped + rejected == T.
-struct Outcome {
-  int64_t written = 0;
-  int64_t skipped = 0;   // loc < 0
-  int64_t rejected = 0;  // loc >= pool_rows, or (norm_rope_store) position outside the table
-};
+// What a store did with each of its T rows (slots.hpp); norm_rope_store also rejects a row whose
+// position lies outside the table.
+using Outcome = SlotOutcome;
 
 // The fused variant's parameters.
 struct NormRope {
