@@ -36,7 +36,20 @@ float pivot_by_mass(const std::vector<float>& w, Mass add, double target) {
   return 0.f;
 }
 
-void renorm_rows(std::span<const float> probs, size_t V, size_t B, std::span<float> out,
+// The kept sum in the kernel's fp32 order (see Arith::kKernel).
+float kernel_sum(const float* x, size_t V, float pivot) {
+  std::vector<float> part(kKernelThreads, 0.f);
+  for (size_t t = 0; t < kKernelThreads; ++t)
+    for (size_t i = t; i < V; i += kKernelThreads) {
+      const float w = weight(x[i]);
+      if (w >= pivot) part[t] = part[t] + w;
+    }
+  for (size_t off = kKernelThreads / 2; off > 0; off /= 2)
+    for (size_t t = 0; t < off; ++t) part[t] = part[t] + part[t + off];
+  return part[0];
+}
+
+void renorm_rows(std::span<const float> probs, size_t V, size_t B, std::span<float> out, Arith a,
                  const std::function<float(size_t)>& pivot_of) {
   if (V == 0 || V > kMaxV) bad("V=" + std::to_string(V) + " must be in [1, 2^18]");
   if (probs.size() < B * V) bad("probs has " + std::to_string(probs.size()) + " entries");
@@ -44,6 +57,14 @@ void renorm_rows(std::span<const float> probs, size_t V, size_t B, std::span<flo
   for (size_t b = 0; b < B; ++b) {
     const float pivot = pivot_of(b);
     const float* x = probs.data() + b * V;
+    if (a == Arith::kKernel) {
+      const float S = kernel_sum(x, V, pivot);
+      for (size_t i = 0; i < V; ++i) {
+        const float w = weight(x[i]);
+        out[b * V + i] = (S > 0.f && w >= pivot) ? w / S : 0.f;
+      }
+      continue;
+    }
     double S = 0;
     for (size_t i = 0; i < V; ++i)
       if (weight(x[i]) >= pivot) S += weight(x[i]);
@@ -94,24 +115,20 @@ float top_p_pivot_fixed(std::span<const float> row, float p) {
   return 0.f;
 }
 
-void top_k(std::span<const float> probs, size_t V, std::span<const int32_t> k,
-           std::span<float> out) {
+void top_k(std::span<const float> probs, size_t V, std::span<const int32_t> k, std::span<float> out,
+           Arith a) {
   const size_t B = rows_of(k.size(), "k");
-  renorm_rows(probs, V, B, out,
+  renorm_rows(probs, V, B, out, a,
               [&](size_t b) { return top_k_pivot(probs.subspan(b * V, V), k[b]); });
 }
 
-void top_p(std::span<const float> probs, size_t V, std::span<const float> p, std::span<float> out) {
+void top_p(std::span<const float> probs, size_t V, std::span<const float> p, std::span<float> out,
+           Arith a) {
   const size_t B = rows_of(p.size(), "p");
-  renorm_rows(probs, V, B, out,
-              [&](size_t b) { return top_p_pivot(probs.subspan(b * V, V), p[b]); });
-}
-
-void top_p_fixed(std::span<const float> probs, size_t V, std::span<const float> p,
-                 std::span<float> out) {
-  const size_t B = rows_of(p.size(), "p");
-  renorm_rows(probs, V, B, out,
-              [&](size_t b) { return top_p_pivot_fixed(probs.subspan(b * V, V), p[b]); });
+  renorm_rows(probs, V, B, out, a, [&](size_t b) {
+    const auto row = probs.subspan(b * V, V);
+    return a == Arith::kKernel ? top_p_pivot_fixed(row, p[b]) : top_p_pivot(row, p[b]);
+  });
 }
 
 }  // namespace dsv4::ref::sampling_renorm

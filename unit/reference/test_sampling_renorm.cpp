@@ -24,17 +24,15 @@ using ::testing::HasSubstr;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-std::vector<float> topk(const std::vector<float>& row, int32_t k) {
+std::vector<float> topk(const std::vector<float>& row, int32_t k, sr::Arith a = sr::Arith::kFp64) {
   std::vector<float> out(row.size(), 99.f);
-  sr::top_k(row, row.size(), std::vector<int32_t>{k}, out);
+  sr::top_k(row, row.size(), std::vector<int32_t>{k}, out, a);
   return out;
 }
 std::vector<float> topp(const std::vector<float>& row, float p, bool fixed = false) {
   std::vector<float> out(row.size(), 99.f);
-  if (fixed)
-    sr::top_p_fixed(row, row.size(), std::vector<float>{p}, out);
-  else
-    sr::top_p(row, row.size(), std::vector<float>{p}, out);
+  sr::top_p(row, row.size(), std::vector<float>{p}, out,
+            fixed ? sr::Arith::kKernel : sr::Arith::kFp64);
   return out;
 }
 
@@ -110,6 +108,21 @@ TEST(SamplingRenorm, EdgeRows) {
   EXPECT_EQ(topp(mixed, 0.9f), (std::vector<float>{0, 0.5f, 0, 0, 0.5f}));
 }
 
+// The kernel's fp32 sum order, by hand: 1 and 2^-24 meet in partial 0 (entries 0 and 1024) and
+// round to 1, where the fp64 sum keeps the 2^-24; the kept 1 then divides to exactly 1.
+TEST(SamplingRenorm, KernelArithmeticFollowsTheKernelsSumOrder) {
+  std::vector<float> row(1025, 0.f);
+  row[0] = 1.f;
+  row[1024] = std::ldexp(1.f, -24);
+  const auto kern = topk(row, 0, sr::Arith::kKernel), exact = topk(row, 0);
+  EXPECT_EQ(kern[0], 1.f);
+  EXPECT_EQ(exact[0], std::nextafter(1.f, 0.f));
+  EXPECT_EQ(kern[1024], std::ldexp(1.f, -24));
+  // A sum fp32 holds exactly (1 + 2^-23) gives the same bits both ways.
+  row[1024] = std::ldexp(1.f, -23);
+  EXPECT_EQ(topk(row, 0, sr::Arith::kKernel)[0], topk(row, 0)[0]);
+}
+
 TEST(SamplingRenorm, BadSizesNameTheField) {
   std::vector<float> out(4);
   EXPECT_THAT([&] { sr::top_k(std::vector<float>(4), 0, std::vector<int32_t>{1}, out); },
@@ -140,7 +153,10 @@ TEST(SamplingRenorm, InvariantsAndFixedPointAgreesWithFp64) {
       for (auto& v : row) v = std::round(v * 64) / 64;
     const int32_t k = int32_t(rng.range(-1, int64_t(V) + 1));
     const float p = float(rng.uniform(0, 1.05));
-    for (const auto& out : {topk(row, k), topp(row, p), topp(row, p, true)}) {
+    // The kernel's arithmetic stays within rtol 1e-5 of fp64 where both keep the same set.
+    const auto k64 = topk(row, k), k32 = topk(row, k, sr::Arith::kKernel);
+    for (size_t i = 0; i < V; ++i) ASSERT_NEAR(k32[i], k64[i], 1e-5 * k64[i]) << "entry " << i;
+    for (const auto& out : {k64, topp(row, p), topp(row, p, true)}) {
       double s = 0;
       for (float v : out) s += v;
       if (s > 0) {

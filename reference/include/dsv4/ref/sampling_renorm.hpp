@@ -18,7 +18,7 @@ namespace dsv4::ref::sampling_renorm {
 // top-p (per-row p): pivot = the largest row value v whose mass M(v) = sum of w >= v reaches p
 //   (M(v) >= p): the largest values are kept, ties together, until the kept mass reaches p.
 //   p >= 1 keeps all, as does a row whose whole mass is below p; p <= 0 keeps the maximum (ties).
-// The top-p boundary in fp64 (top_p) compares exact masses. The kernel (top_p_fixed, bitwise
+// The top-p boundary in fp64 (top_p) compares exact masses. The kernel (top_p_pivot_fixed, bitwise
 // reproducible) decides it on fixed-point masses: with e the binary exponent of the row maximum,
 // each w counts as floor(w * 2^(43-e)) (an integer below 2^44, so V <= 2^18 of them sum exactly in
 // 64 bits) against ceil(p * 2^(43-e)); the truncation can only lower a mass, by less than
@@ -38,13 +38,19 @@ float top_k_pivot(std::span<const float> row, int32_t k);
 float top_p_pivot(std::span<const float> row, float p);        // fp64 masses
 float top_p_pivot_fixed(std::span<const float> row, float p);  // the kernel's boundary
 
-// Whole batches: probs and out are [B, V]; k or p has B entries. out = kept w / S in fp64,
-// rounded once to fp32. Throws std::invalid_argument naming the field on bad sizes.
-void top_k(std::span<const float> probs, size_t V, std::span<const int32_t> k,
-           std::span<float> out);
-void top_p(std::span<const float> probs, size_t V, std::span<const float> p, std::span<float> out);
-// The same with the kernel's fixed-point top-p boundary (values still from fp64 sums).
-void top_p_fixed(std::span<const float> probs, size_t V, std::span<const float> p,
-                 std::span<float> out);
+// How a batch function computes: kFp64 is the specification (exact fp64 masses and kept sum,
+// out = w / S rounded once to fp32). kKernel is the kernel's own arithmetic, bit for bit: the
+// fixed-point top-p boundary, and the kept sum in fp32 in the kernel's order: partial t (t < 1024)
+// adds the kept w of entries i = t, t + 1024, t + 2048, ... in that order starting from 0, then
+// for off = 512, 256, ..., 1 partial t += partial t + off; out = w / S in fp32.
+enum class Arith { kFp64, kKernel };
+constexpr size_t kKernelThreads = 1024;
+
+// Whole batches: probs and out are [B, V]; k or p has B entries. Throws std::invalid_argument
+// naming the field on bad sizes.
+void top_k(std::span<const float> probs, size_t V, std::span<const int32_t> k, std::span<float> out,
+           Arith a = Arith::kFp64);
+void top_p(std::span<const float> probs, size_t V, std::span<const float> p, std::span<float> out,
+           Arith a = Arith::kFp64);
 
 }  // namespace dsv4::ref::sampling_renorm
