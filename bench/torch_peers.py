@@ -32,13 +32,40 @@ def emit(peer, B, n, us):
     print(f"{peer},{B},{n},{us:.3f}", flush=True)
 
 
+def compiled_peer(fn):
+    """torch.compile(fn) with dynamic shapes, falling back to one static compile per shape when
+    Inductor refuses the dynamic graph; None (a missing cell) when both fail."""
+    dyn, static = torch.compile(fn, dynamic=True), torch.compile(fn, dynamic=False)
+
+    def run(*args):
+        try:
+            dyn(*args)
+            return dyn
+        except Exception as e:  # noqa: BLE001 - report and try the static compile
+            print(f"dynamic compile of {fn.__name__} failed: {e!r}"[:300], file=sys.stderr)
+        try:
+            static(*args)
+            return static
+        except Exception as e:  # noqa: BLE001
+            print(f"static compile of {fn.__name__} failed: {e!r}"[:300], file=sys.stderr)
+            return None
+
+    return run
+
+
+def emit_compiled(peer, B, n, pick, *args):
+    f = pick(*args)
+    if f is not None:
+        emit(peer, B, n, median_us(lambda: f(*args)))
+
+
 def indexer_topk():
     K = 512
 
     def topk_sorted(s):
         return torch.topk(s, K, dim=-1, sorted=False).indices.sort(dim=-1).values
 
-    compiled = torch.compile(topk_sorted, dynamic=True)
+    compiled = compiled_peer(topk_sorted)
     for B in (1, 32, 128):
         for n in (1024, 8192, 32768):
             g = torch.Generator(device="cuda").manual_seed(B * 7 + n)
@@ -47,7 +74,7 @@ def indexer_topk():
             emit("torch.topk unsorted", B, n, median_us(lambda: torch.topk(s, K, dim=-1, sorted=False)))
             emit("torch.sort of the K indices", B, n, median_us(lambda: idx.sort(dim=-1)))
             emit("eager topk+sort", B, n, median_us(lambda: topk_sorted(s)))
-            emit("compile topk+sort", B, n, median_us(lambda: compiled(s)))
+            emit_compiled("compile topk+sort", B, n, compiled, s)
 
 
 def topk_renorm(probs, k):
@@ -67,17 +94,16 @@ def topp_renorm(probs, p):
 
 def sampling_renorm():
     V = 129280
-    ck = torch.compile(topk_renorm, dynamic=True)
-    cp = torch.compile(topp_renorm, dynamic=True)
+    ck, cp = compiled_peer(topk_renorm), compiled_peer(topp_renorm)
     for B in (1, 64, 256):
         g = torch.Generator(device="cuda").manual_seed(B)
         probs = torch.softmax(3 * torch.randn(B, V, device="cuda", generator=g), dim=-1)
         k = torch.full((B,), 50, dtype=torch.int32, device="cuda")
         p = torch.full((B,), 0.9, dtype=torch.float32, device="cuda")
         emit("eager top-k", B, V, median_us(lambda: topk_renorm(probs, k)))
-        emit("compile top-k", B, V, median_us(lambda: ck(probs, k)))
+        emit_compiled("compile top-k", B, V, ck, probs, k)
         emit("eager top-p", B, V, median_us(lambda: topp_renorm(probs, p)))
-        emit("compile top-p", B, V, median_us(lambda: cp(probs, p)))
+        emit_compiled("compile top-p", B, V, cp, probs, p)
 
 
 if __name__ == "__main__":

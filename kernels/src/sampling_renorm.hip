@@ -1,6 +1,6 @@
-// sampling_renorm kernel: one block per row; the pivot by a three-pass radix search over the fp32
-// bits (counts for top-k, exact fixed-point masses for top-p), a fixed-order fp32 kept sum, then
-// one write pass.
+// sampling_renorm kernel: one block per row; the pivot by a four-pass radix search over the fp32
+// bits (counts for top-k, exact fixed-point masses for top-p, in per-group histograms), a
+// fixed-order fp32 kept sum, then one write pass.
 #include "dsv4/kernels/sampling_renorm.hpp"
 
 #include <stdexcept>
@@ -11,8 +11,10 @@
 namespace dsv4::kernels::sampling_renorm {
 namespace {
 
-constexpr int kThreads = 1024;
-constexpr int kBins = 2048;  // 11-bit digits: bits 31..21, 20..10, then 10 bits 9..0
+constexpr int kThreads = 512;
+constexpr int kGroups = kThreads / 32;  // private histograms, one per 32 threads
+constexpr int kBins = 256;              // 8-bit digits, four passes over the 32 value bits
+constexpr int kUnroll = 4;              // loads in flight per thread
 constexpr int64_t kMaxV = int64_t(1) << 18;
 using u64 = unsigned long long;
 
@@ -35,35 +37,31 @@ __device__ __forceinline__ u64 fixed_of(uint32_t bits, int s) {
   return u64(floor(ldexp(double(__uint_as_float(bits)), s)));
 }
 
+// Calls f(i, weight bits of x[i]) for this thread's entries, kUnroll loads in flight (any order:
+// only order-free work, histograms and the final write, goes through here).
+template <class F>
+__device__ __forceinline__ void each_weight(const float* x, int64_t V, F f) {
+  for (int64_t i = threadIdx.x; i < V; i += int64_t(kUnroll) * kThreads) {
+    uint32_t w[kUnroll];
+    DSV4_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t j = i + int64_t(u) * kThreads;
+      w[u] = j < V ? weight_bits(x[j]) : 0u;
+    }
+    DSV4_UNROLL
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t j = i + int64_t(u) * kThreads;
+      if (j < V) f(j, w[u]);
+    }
+  }
+}
+
 struct Smem {
-  u64 hist[kBins];
+  u64 group_hist[kGroups][kBins];  // per-group histograms (less contention on hot bins)
+  u64 hist[kBins];                 // their sum, then its suffix sums
   float part[kThreads];
-  uint32_t umax[kThreads / 32];
   uint32_t bin;
 };
-
-// Inclusive suffix sums of hist[0..kBins) in place (two bins per thread, then a Hillis-Steele
-// scan over the thread totals in part-sized steps).
-__device__ void suffix_sums(Smem& sm) {
-  const int t = int(threadIdx.x);
-  u64 a = sm.hist[2 * t], b = sm.hist[2 * t + 1];
-  __syncthreads();
-  // Scan pairs from the top: thread t owns bins 2t, 2t+1; its total is a + b.
-  u64 total = a + b;
-  sm.hist[t] = total;  // reuse the first half as the scan buffer
-  __syncthreads();
-  for (int off = 1; off < kThreads; off <<= 1) {
-    const u64 v = t + off < kThreads ? sm.hist[t + off] : 0ull;
-    __syncthreads();
-    sm.hist[t] += v;
-    __syncthreads();
-  }
-  const u64 incl = sm.hist[t];  // sum of pairs t .. kThreads-1
-  __syncthreads();
-  sm.hist[2 * t + 1] = incl - a;  // bins >= 2t+1
-  sm.hist[2 * t] = incl;          // bins >= 2t
-  __syncthreads();
-}
 
 template <bool kTopP>
 __global__ void __launch_bounds__(kThreads)
@@ -85,10 +83,7 @@ __global__ void __launch_bounds__(kThreads)
     keep_all = !(p < 1.0f);
     if (!keep_all) {
       uint32_t m = 0;
-      for (int64_t i = t; i < V; i += kThreads) {
-        const uint32_t w = weight_bits(x[i]);
-        m = w > m ? w : m;
-      }
+      each_weight(x, V, [&](int64_t, uint32_t w) { m = w > m ? w : m; });
       sm.part[t] = __uint_as_float(m);  // w >= 0: float order is bit order
       __syncthreads();
       for (int off = kThreads / 2; off > 0; off >>= 1) {
@@ -110,30 +105,41 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
+  // The pivot: the largest value v with (count or fixed-point mass of entries >= v) >= target,
+  // one 8-bit digit of its bits per pass, from the top.
   uint32_t pivot = 0;  // kept: weight bits >= pivot
   if (!keep_all) {
-    u64 above = 0;
-    for (int pass = 0; pass < 3; ++pass) {
-      const int shift = pass == 0 ? 21 : pass == 1 ? 10 : 0;
-      const int high = pass == 0 ? 32 : pass == 1 ? 21 : 10;  // bits above this digit
-      const uint32_t mask = pass == 2 ? 1023u : 2047u;
-      for (int i = t; i < kBins; i += kThreads) sm.hist[i] = 0;
+    u64 above = 0;  // weight of the entries above the current prefix
+    u64* mine = sm.group_hist[t / 32];
+    for (int pass = 0; pass < 4; ++pass) {
+      const int shift = 24 - 8 * pass;
+      for (int i = t; i < kGroups * kBins; i += kThreads) (&sm.group_hist[0][0])[i] = 0;
       __syncthreads();
-      for (int64_t i = t; i < V; i += kThreads) {
-        const uint32_t w = weight_bits(x[i]);
-        if (high < 32 && (w >> high) != (pivot >> high)) continue;
+      each_weight(x, V, [&](int64_t, uint32_t w) {
+        if (pass > 0 && (w >> (shift + 8)) != (pivot >> (shift + 8))) return;
         const u64 wt = kTopP ? fixed_of(w, scale) : 1ull;
-        if (wt) atomicAdd(&sm.hist[(w >> shift) & mask], wt);
+        if (wt) atomicAdd(&mine[(w >> shift) & 255u], wt);
+      });
+      __syncthreads();
+      if (t < kBins) {
+        u64 sum = 0;
+        for (int g = 0; g < kGroups; ++g) sum += sm.group_hist[g][t];
+        sm.hist[t] = sum;
       }
       __syncthreads();
-      suffix_sums(sm);
+      for (int off = 1; off < kBins; off <<= 1) {  // suffix sums: hist[d] = weight of digits >= d
+        const u64 v = (t < kBins && t + off < kBins) ? sm.hist[t + off] : 0ull;
+        __syncthreads();
+        if (t < kBins) sm.hist[t] += v;
+        __syncthreads();
+      }
       if (pass == 0 && sm.hist[0] < target) {  // the whole row is below the target mass
         keep_all = true;
         break;
       }
-      for (int d = t; d < kBins; d += kThreads) {
-        const u64 nxt = d + 1 < kBins ? sm.hist[d + 1] : 0ull;
-        if (above + sm.hist[d] >= target && above + nxt < target) sm.bin = uint32_t(d);
+      if (t < kBins) {
+        const u64 nxt = t + 1 < kBins ? sm.hist[t + 1] : 0ull;
+        if (above + sm.hist[t] >= target && above + nxt < target) sm.bin = uint32_t(t);
       }
       __syncthreads();
       const uint32_t d = sm.bin;
@@ -157,10 +163,9 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
   }
   const float S = sm.part[0];
-  for (int64_t i = t; i < V; i += kThreads) {
-    const uint32_t w = weight_bits(x[i]);
+  each_weight(x, V, [&](int64_t i, uint32_t w) {
     y[i] = (S > 0.f && w >= pivot) ? __uint_as_float(w) / S : 0.f;
-  }
+  });
 }
 
 [[noreturn]] void bad(const char* fn, const std::string& what) {

@@ -108,18 +108,18 @@ TEST(SamplingRenorm, EdgeRows) {
   EXPECT_EQ(topp(mixed, 0.9f), (std::vector<float>{0, 0.5f, 0, 0, 0.5f}));
 }
 
-// The kernel's fp32 sum order, by hand: 1 and 2^-24 meet in partial 0 (entries 0 and 1024) and
+// The kernel's fp32 sum order, by hand: 1 and 2^-24 meet in partial 0 (entries 0 and 512) and
 // round to 1, where the fp64 sum keeps the 2^-24; the kept 1 then divides to exactly 1.
 TEST(SamplingRenorm, KernelArithmeticFollowsTheKernelsSumOrder) {
   std::vector<float> row(1025, 0.f);
   row[0] = 1.f;
-  row[1024] = std::ldexp(1.f, -24);
+  row[512] = std::ldexp(1.f, -24);
   const auto kern = topk(row, 0, sr::Arith::kKernel), exact = topk(row, 0);
   EXPECT_EQ(kern[0], 1.f);
   EXPECT_EQ(exact[0], std::nextafter(1.f, 0.f));
-  EXPECT_EQ(kern[1024], std::ldexp(1.f, -24));
+  EXPECT_EQ(kern[512], std::ldexp(1.f, -24));
   // A sum fp32 holds exactly (1 + 2^-23) gives the same bits both ways.
-  row[1024] = std::ldexp(1.f, -23);
+  row[512] = std::ldexp(1.f, -23);
   EXPECT_EQ(topk(row, 0, sr::Arith::kKernel)[0], topk(row, 0)[0]);
 }
 

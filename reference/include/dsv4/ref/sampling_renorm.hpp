@@ -40,11 +40,11 @@ float top_p_pivot_fixed(std::span<const float> row, float p);  // the kernel's b
 
 // How a batch function computes: kFp64 is the specification (exact fp64 masses and kept sum,
 // out = w / S rounded once to fp32). kKernel is the kernel's own arithmetic, bit for bit: the
-// fixed-point top-p boundary, and the kept sum in fp32 in the kernel's order: partial t (t < 1024)
-// adds the kept w of entries i = t, t + 1024, t + 2048, ... in that order starting from 0, then
-// for off = 512, 256, ..., 1 partial t += partial t + off; out = w / S in fp32.
+// fixed-point top-p boundary, and the kept sum in fp32 in the kernel's order: partial t (t < 512)
+// adds the kept w of entries i = t, t + 512, t + 1024, ... in that order starting from 0, then
+// for off = 256, 128, ..., 1 partial t += partial t + off; out = w / S in fp32.
 enum class Arith { kFp64, kKernel };
-constexpr size_t kKernelThreads = 1024;
+constexpr size_t kKernelThreads = 512;
 
 // Whole batches: probs and out are [B, V]; k or p has B entries. Throws std::invalid_argument
 // naming the field on bad sizes.
