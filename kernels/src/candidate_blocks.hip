@@ -107,38 +107,14 @@ __global__ void __launch_bounds__(kThreads) select_kernel(Params p) {
   throw std::invalid_argument("candidate_blocks: " + what);
 }
 
-template <int W>
-void launch_w(const Params& p, int64_t B, hipStream_t st) {
-  const dim3 grid{unsigned(B)}, block{unsigned(kThreads)};
-  switch (ts::rows_per_thread(p.nb > p.K ? p.nb : p.K)) {
-    case 1:
-      gpu::launch(select_kernel<W, 1>, grid, block, 0, st, p);
-      break;
-    case 2:
-      gpu::launch(select_kernel<W, 2>, grid, block, 0, st, p);
-      break;
-    default:
-      gpu::launch(select_kernel<W, 4>, grid, block, 0, st, p);
-  }
-}
-
 }  // namespace
 
-bool wave_supported(int W) { return W == 16 || W == 32 || (W == 64 && ts::kMaxWave >= 64); }
+bool wave_supported(int W) { return ts::wave_supported(W); }
 
-void select(const Args& a, gpu::Stream s) {
-#if DSV4_GPU_CUDA
-  select(a, 32, s);
-#else
-  static const int device_wave = gpu::available() ? gpu::device_info().wave_width : 64;
-  select(a, device_wave, s);
-#endif
-}
+void select(const Args& a, gpu::Stream s) { select(a, ts::device_wave(), s); }
 
 void select(const Args& a, int W, gpu::Stream s) {
-  if (!wave_supported(W))
-    bad("W=" + std::to_string(W) + " is not one of 16, 32" +
-        (ts::kMaxWave >= 64 ? ", 64" : " (64 needs a wave64 backend)"));
+  ts::check_wave("candidate_blocks", W);
   if (a.bs < 1 || a.bs > 0x7fffffff) bad("bs=" + std::to_string(a.bs) + " must be >= 1");
   if (a.nb < 1 || a.nb > ts::kMaxK) bad("nb=" + std::to_string(a.nb) + " must be in [1, 2048]");
   if (a.K < 1 || a.K > ts::kMaxK) bad("K=" + std::to_string(a.K) + " must be in [1, 2048]");
@@ -154,13 +130,10 @@ void select(const Args& a, int W, gpu::Stream s) {
     bad("null pointer: scores, lens and keys_out are required");
   const Params p{a.scores,      a.stride,     int32_t(a.width), a.lens,    int32_t(a.bs),
                  int32_t(a.nb), int32_t(a.K), a.blocks_out,     a.keys_out};
-  const auto st = static_cast<hipStream_t>(s);
-  if (W == 16)
-    launch_w<16>(p, a.B, st);
-  else if (W == 64)
-    launch_w<ts::kMaxWave>(p, a.B, st);
-  else
-    launch_w<32>(p, a.B, st);
+  ts::dispatch(W, a.nb > a.K ? a.nb : a.K, [&](auto w, auto r) {
+    gpu::launch(select_kernel<decltype(w)::value, decltype(r)::value>, dim3{unsigned(a.B)},
+                dim3{unsigned(kThreads)}, 0, static_cast<hipStream_t>(s), p);
+  });
 }
 
 }  // namespace dsv4::kernels::candidate_blocks

@@ -77,38 +77,14 @@ __global__ void __launch_bounds__(kThreads) topk_kernel(Params p) {
   throw std::invalid_argument("indexer_topk: " + what);
 }
 
-template <int W>
-void launch_w(const Params& p, int64_t B, hipStream_t st) {
-  const dim3 grid{unsigned(B)}, block{unsigned(kThreads)};
-  switch (ts::rows_per_thread(p.K)) {
-    case 1:
-      gpu::launch(topk_kernel<W, 1>, grid, block, 0, st, p);
-      break;
-    case 2:
-      gpu::launch(topk_kernel<W, 2>, grid, block, 0, st, p);
-      break;
-    default:
-      gpu::launch(topk_kernel<W, 4>, grid, block, 0, st, p);
-  }
-}
-
 }  // namespace
 
-bool wave_supported(int W) { return W == 16 || W == 32 || (W == 64 && ts::kMaxWave >= 64); }
+bool wave_supported(int W) { return ts::wave_supported(W); }
 
-void topk(const Args& a, gpu::Stream s) {
-#if DSV4_GPU_CUDA
-  topk(a, 32, s);
-#else
-  static const int device_wave = gpu::available() ? gpu::device_info().wave_width : 64;
-  topk(a, device_wave, s);
-#endif
-}
+void topk(const Args& a, gpu::Stream s) { topk(a, ts::device_wave(), s); }
 
 void topk(const Args& a, int W, gpu::Stream s) {
-  if (!wave_supported(W))
-    bad("W=" + std::to_string(W) + " is not one of 16, 32" +
-        (ts::kMaxWave >= 64 ? ", 64" : " (64 needs a wave64 backend)"));
+  ts::check_wave("indexer_topk", W);
   if (a.K < 1 || a.K > ts::kMaxK) bad("K=" + std::to_string(a.K) + " must be in [1, 2048]");
   if (a.B < 0 || a.B > 0x7fffffff) bad("B=" + std::to_string(a.B) + " must be in [0, 2^31)");
   if (a.width < 0 || a.width > 0x7fffffff)
@@ -125,17 +101,10 @@ void topk(const Args& a, int W, gpu::Stream s) {
   const Params p{a.scores,     a.stride,     int32_t(a.width), a.lens,
                  int32_t(a.K), a.page_table, a.pt_stride,      uint32_t(a.page_bits),
                  a.out,        a.raw_out,    a.sorted};
-  const auto st = static_cast<hipStream_t>(s);
-  if (W == 16)
-    launch_w<16>(p, a.B, st);
-  else if constexpr (ts::kMaxWave >= 64) {
-    if (W == 64)
-      launch_w<ts::kMaxWave>(p, a.B, st);
-    else
-      launch_w<32>(p, a.B, st);
-  } else {
-    launch_w<32>(p, a.B, st);
-  }
+  ts::dispatch(W, a.K, [&](auto w, auto r) {
+    gpu::launch(topk_kernel<decltype(w)::value, decltype(r)::value>, dim3{unsigned(a.B)},
+                dim3{unsigned(kThreads)}, 0, static_cast<hipStream_t>(s), p);
+  });
 }
 
 }  // namespace dsv4::kernels::indexer_topk

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "dsv4/gpu/gpu.hpp"
 
@@ -137,5 +140,49 @@ __device__ void bitonic_sort(int32_t* s) {
 
 // Selections per thread for the sort of K entries: 1, 2 or 4 (K <= kMaxK).
 constexpr int rows_per_thread(int64_t K) { return K <= kThreads ? 1 : K <= 2 * kThreads ? 2 : 4; }
+
+// ---- host side: the wave widths this build has, and the launch dispatch -------------------
+
+inline bool wave_supported(int W) { return W == 16 || W == 32 || (W == 64 && kMaxWave >= 64); }
+
+// The device's own wave width (32 on NVIDIA; the device's warpSize on AMD).
+inline int device_wave() {
+#if DSV4_GPU_CUDA
+  return 32;
+#else
+  static const int w = gpu::available() ? gpu::device_info().wave_width : 64;
+  return w;
+#endif
+}
+
+// Throws std::invalid_argument naming W when this build has no sort for it.
+inline void check_wave(const char* family, int W) {
+  if (!wave_supported(W))
+    throw std::invalid_argument(std::string(family) + ": W=" + std::to_string(W) +
+                                " is not one of 16, 32" +
+                                (kMaxWave >= 64 ? ", 64" : " (64 needs a wave64 backend)"));
+}
+
+// Calls f(std::integral_constant<int, W>{}, std::integral_constant<int, R>{}) for a checked
+// wave width W and the rows per thread R that sorting `entries` entries takes.
+template <class F>
+void dispatch(int W, int64_t entries, F f) {
+  auto rows = [&](auto w) {
+    switch (rows_per_thread(entries)) {
+      case 1:
+        return f(w, std::integral_constant<int, 1>{});
+      case 2:
+        return f(w, std::integral_constant<int, 2>{});
+      default:
+        return f(w, std::integral_constant<int, 4>{});
+    }
+  };
+  if (W == 16)
+    rows(std::integral_constant<int, 16>{});
+  else if (W == 64)
+    rows(std::integral_constant<int, kMaxWave>{});
+  else
+    rows(std::integral_constant<int, 32>{});
+}
 
 }  // namespace dsv4::kernels::topk_select

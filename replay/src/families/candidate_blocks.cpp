@@ -5,6 +5,7 @@
 #include <limits>
 #include <sstream>
 
+#include "dsv4/cases/indexer_topk.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/kernels/candidate_blocks.hpp"
 #include "dsv4/ref/candidate_blocks.hpp"
@@ -122,12 +123,7 @@ void CandidateBlocksCase::launch(const fx::DeviceTensors& d, gpu::Stream s) cons
 }
 
 std::string CandidateBlocksCase::cannot_run() const {
-  if (!shape_.wave) return "";
-  if (!kern::wave_supported(shape_.wave))
-    return "W=" + std::to_string(shape_.wave) + " is not built for backend " + gpu::backend();
-  if (shape_.wave > gpu::device_info().wave_width)
-    return "W=" + std::to_string(shape_.wave) + " exceeds the device's wave width";
-  return "";
+  return wave_cannot_run(shape_.wave, kern::wave_supported(shape_.wave));
 }
 
 }  // namespace dsv4::cases

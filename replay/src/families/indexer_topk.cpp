@@ -175,13 +175,16 @@ void IndexerTopkCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
     kern::topk(a, s);
 }
 
-std::string IndexerTopkCase::cannot_run() const {
-  if (!shape_.wave) return "";
-  if (!kern::wave_supported(shape_.wave))
-    return "W=" + std::to_string(shape_.wave) + " is not built for backend " + gpu::backend();
-  if (shape_.wave > gpu::device_info().wave_width)
-    return "W=" + std::to_string(shape_.wave) + " exceeds the device's wave width";
+std::string wave_cannot_run(int W, bool built) {
+  if (!W) return "";
+  if (!built) return "W=" + std::to_string(W) + " is not built for backend " + gpu::backend();
+  if (W > gpu::device_info().wave_width)
+    return "W=" + std::to_string(W) + " exceeds the device's wave width";
   return "";
+}
+
+std::string IndexerTopkCase::cannot_run() const {
+  return wave_cannot_run(shape_.wave, kern::wave_supported(shape_.wave));
 }
 
 ::testing::AssertionResult same_rows_as_sets(const std::vector<int32_t>& got,

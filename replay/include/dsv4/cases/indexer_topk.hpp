@@ -55,6 +55,11 @@ class IndexerTopkCase : public fx::KernelCase {
   IndexerTopkShape shape_;
 };
 
+// Why this device cannot run a sort of logical wave width W ("" when it can; W = 0 means the
+// device's own); `built`: whether the family's kernels exist for W in this build. Shared by the
+// top-k families (indexer_topk, candidate_blocks).
+std::string wave_cannot_run(int W, bool built);
+
 // Per-row set equality of [rows, K] index lists with every -1 after the selections, in `got`.
 ::testing::AssertionResult same_rows_as_sets(const std::vector<int32_t>& got,
                                              const std::vector<int32_t>& want, size_t rows,
