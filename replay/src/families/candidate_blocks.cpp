@@ -18,11 +18,7 @@ namespace ref = ::dsv4::ref::candidate_blocks;
 namespace kern = ::dsv4::kernels::candidate_blocks;
 
 const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
-  auto it = in.find(name);
-  if (it == in.end())
-    throw st::FormatError("case", "in." + name, "missing",
-                          "the candidate_blocks family needs this input");
-  return it->second;
+  return fx::input_of(in, name, "candidate_blocks");
 }
 
 int64_t width_of(const fx::Tensors& in) {

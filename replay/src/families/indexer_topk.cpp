@@ -18,11 +18,7 @@ namespace ref = ::dsv4::ref::indexer_topk;
 namespace kern = ::dsv4::kernels::indexer_topk;
 
 const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
-  auto it = in.find(name);
-  if (it == in.end())
-    throw st::FormatError("case", "in." + name, "missing",
-                          "the indexer_topk family needs this input");
-  return it->second;
+  return fx::input_of(in, name, "indexer_topk");
 }
 
 // +NaN (0x7fffffff): ranked above everything, so a read past a row's length would be selected.

@@ -18,11 +18,7 @@ namespace ref = ::dsv4::ref::sampling_renorm;
 namespace kern = ::dsv4::kernels::sampling_renorm;
 
 const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
-  auto it = in.find(name);
-  if (it == in.end())
-    throw st::FormatError("case", "in." + name, "missing",
-                          "the sampling_renorm family needs this input");
-  return it->second;
+  return fx::input_of(in, name, "sampling_renorm");
 }
 
 const char* kind_name(RowKind k) {
