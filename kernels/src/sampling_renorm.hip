@@ -40,17 +40,17 @@ __device__ __forceinline__ u64 fixed_of(uint32_t bits, int s) {
 // Calls f(i, weight bits of x[i]) for this thread's entries, kUnroll loads in flight (any order:
 // only order-free work, histograms and the final write, goes through here).
 template <class F>
-__device__ __forceinline__ void each_weight(const float* x, int64_t V, F f) {
-  for (int64_t i = threadIdx.x; i < V; i += int64_t(kUnroll) * kThreads) {
+__device__ __forceinline__ void each_weight(const float* x, int32_t V, F f) {
+  for (int32_t i = int32_t(threadIdx.x); i < V; i += kUnroll * kThreads) {
     uint32_t w[kUnroll];
     DSV4_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t j = i + int64_t(u) * kThreads;
+      const int32_t j = i + u * kThreads;
       w[u] = j < V ? weight_bits(x[j]) : 0u;
     }
     DSV4_UNROLL
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t j = i + int64_t(u) * kThreads;
+      const int32_t j = i + u * kThreads;
       if (j < V) f(j, w[u]);
     }
   }
@@ -65,7 +65,7 @@ struct Smem {
 
 template <bool kTopP>
 __global__ void __launch_bounds__(kThreads)
-    renorm_kernel(const float* probs, int64_t V, const int32_t* ks, const float* ps, float* out) {
+    renorm_kernel(const float* probs, int32_t V, const int32_t* ks, const float* ps, float* out) {
   __shared__ Smem sm;
   const int t = int(threadIdx.x);
   const float* x = probs + int64_t(blockIdx.x) * V;
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kThreads)
     keep_all = !(p < 1.0f);
     if (!keep_all) {
       uint32_t m = 0;
-      each_weight(x, V, [&](int64_t, uint32_t w) { m = w > m ? w : m; });
+      each_weight(x, V, [&](int32_t, uint32_t w) { m = w > m ? w : m; });
       sm.part[t] = __uint_as_float(m);  // w >= 0: float order is bit order
       __syncthreads();
       for (int off = kThreads / 2; off > 0; off >>= 1) {
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kThreads)
       const int shift = 24 - 8 * pass;
       for (int i = t; i < kGroups * kBins; i += kThreads) (&sm.group_hist[0][0])[i] = 0;
       __syncthreads();
-      each_weight(x, V, [&](int64_t, uint32_t w) {
+      each_weight(x, V, [&](int32_t, uint32_t w) {
         if (pass > 0 && (w >> (shift + 8)) != (pivot >> (shift + 8))) return;
         const u64 wt = kTopP ? fixed_of(w, scale) : 1ull;
         if (wt) atomicAdd(&mine[(w >> shift) & 255u], wt);
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // Kept sum in a fixed order: each thread's entries in index order, then a tree over threads.
   float acc = 0.f;
-  for (int64_t i = t; i < V; i += kThreads) {
+  for (int32_t i = t; i < V; i += kThreads) {
     const uint32_t w = weight_bits(x[i]);
     if (w >= pivot) acc += __uint_as_float(w);
   }
@@ -163,7 +163,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
   }
   const float S = sm.part[0];
-  each_weight(x, V, [&](int64_t i, uint32_t w) {
+  each_weight(x, V, [&](int32_t i, uint32_t w) {
     y[i] = (S > 0.f && w >= pivot) ? __uint_as_float(w) / S : 0.f;
   });
 }
@@ -187,13 +187,15 @@ bool check(const char* fn, const float* probs, int64_t B, int64_t V, const void*
 void top_k(const float* probs, int64_t B, int64_t V, const int32_t* k, float* out, gpu::Stream s) {
   if (!check("top_k", probs, B, V, k, out)) return;
   gpu::launch(renorm_kernel<false>, dim3{unsigned(B)}, dim3{unsigned(kThreads)}, 0,
-              static_cast<hipStream_t>(s), probs, V, k, static_cast<const float*>(nullptr), out);
+              static_cast<hipStream_t>(s), probs, int32_t(V), k, static_cast<const float*>(nullptr),
+              out);
 }
 
 void top_p(const float* probs, int64_t B, int64_t V, const float* p, float* out, gpu::Stream s) {
   if (!check("top_p", probs, B, V, p, out)) return;
   gpu::launch(renorm_kernel<true>, dim3{unsigned(B)}, dim3{unsigned(kThreads)}, 0,
-              static_cast<hipStream_t>(s), probs, V, static_cast<const int32_t*>(nullptr), p, out);
+              static_cast<hipStream_t>(s), probs, int32_t(V), static_cast<const int32_t*>(nullptr),
+              p, out);
 }
 
 }  // namespace dsv4::kernels::sampling_renorm
