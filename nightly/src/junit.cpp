@@ -44,7 +44,8 @@ std::vector<TestResult> parse_junit(const std::string& xml) {
     TestResult r;
     const std::string name = tc.attribute("name").value(), cls = tc.attribute("classname").value();
     r.name = (!cls.empty() && cls != name) ? cls + "." + name : name;
-    const std::string status = tc.attribute("status").value(), result = tc.attribute("result").value();
+    const std::string status = tc.attribute("status").value(),
+                      result = tc.attribute("result").value();
     if (status == "notrun" || status == "disabled" || result == "skipped" || result == "suppressed")
       r.outcome = Outcome::kSkip;
     for (const pugi::xml_node child : tc.children()) {

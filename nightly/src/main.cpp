@@ -24,7 +24,8 @@ using namespace dsv4::nightly;
 
 namespace {
 
-const char* kUsageText = R"(usage: dsv4-nightly <command> [options]   (dsv4-nightly <command> --help)
+const char* kUsageText =
+    R"(usage: dsv4-nightly <command> [options]   (dsv4-nightly <command> --help)
 
 commands:
   validate  load and check the registry, list its suites
@@ -100,7 +101,8 @@ std::vector<std::string> check_presets(const Registry& reg, const std::string& p
   for (size_t i = 0; i < reg.suites.size(); ++i) {
     const Suite& s = reg.suites[i];
     const std::string where = "suites[" + std::to_string(i) + "] (" + s.name + ")";
-    if (s.kind == Kind::kKernels && (!configure.count(s.build.preset) || !build.count(s.build.preset)))
+    if (s.kind == Kind::kKernels &&
+        (!configure.count(s.build.preset) || !build.count(s.build.preset)))
       problems.push_back(where + ".build.preset: '" + s.build.preset +
                          "' is not a configure and build preset of " + presets_path);
     if (s.kind == Kind::kKernels && !s.ctest.test_preset.empty() &&
@@ -115,7 +117,8 @@ std::vector<std::string> check_presets(const Registry& reg, const std::string& p
 std::vector<std::pair<std::string, std::vector<std::string>>> list_tests(const std::string& build) {
   const std::string out = build + "/dsv4-nightly-tests.json";
   fs::remove(out);  // the process log appends
-  Process p = Process::start({{"ctest", "--test-dir", build, "--show-only=json-v1"}, {}, out, false, ""});
+  Process p =
+      Process::start({{"ctest", "--test-dir", build, "--show-only=json-v1"}, {}, out, false, ""});
   auto rc = p.wait(120);
   if (!rc || *rc != 0) throw std::runtime_error("ctest --show-only=json-v1 failed in " + build);
   const auto doc = nlohmann::json::parse(read_text(out));
@@ -151,7 +154,8 @@ int cmd_render(int argc, char** argv) {
   auto o = options("render", "Write the workflows rendered from the registry and the templates");
   add_registry(o);
   add_templates(o);
-  o.add_options()("out", "folder", cxxopts::value<std::string>()->default_value(".github/workflows"));
+  o.add_options()("out", "folder",
+                  cxxopts::value<std::string>()->default_value(".github/workflows"));
   const auto r = parse(o, argc, argv);
   if (!r) return 0;
   const Registry reg = load_registry(str(*r, "registry"));
@@ -243,7 +247,8 @@ int cmd_triage(int argc, char** argv) {
   t.current = str(*r, "current");
   t.previous = str(*r, "previous");
   t.runs = (*r)["runs"].as<int>();
-  if (const char* n = std::getenv(str(*r, "needs-env").c_str()); n && *n) t.needs = nlohmann::json::parse(n);
+  if (const char* n = std::getenv(str(*r, "needs-env").c_str()); n && *n)
+    t.needs = nlohmann::json::parse(n);
   int fresh = 0;
   const std::string md = triage(t, fresh);
   std::cout << md;
@@ -320,8 +325,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   static const std::map<std::string, int (*)(int, char**)> commands = {
-      {"validate", cmd_validate}, {"render", cmd_render},     {"check", cmd_check},
-      {"run", cmd_run},           {"triage", cmd_triage},     {"sanitize", cmd_sanitize},
+      {"validate", cmd_validate}, {"render", cmd_render}, {"check", cmd_check},
+      {"run", cmd_run},           {"triage", cmd_triage}, {"sanitize", cmd_sanitize},
       {"table", cmd_table}};
   auto it = commands.find(cmd);
   if (it == commands.end()) {

@@ -338,7 +338,7 @@ const char* kind_name(Kind k) { return k == Kind::kE2e ? "e2e" : "kernels"; }
 
 const std::vector<std::string>& launch_fields() {
   static const std::vector<std::string> fields = {
-      "container.image", "env", "server.model", "server.command", "server.env",
+      "container.image",        "env",      "server.model", "server.command", "server.env",
       "server.ready_timeout_s", "run.gates"};
   return fields;
 }
@@ -371,21 +371,27 @@ void parse_nightly(const Reader& r, const json& n, NightlyWorkflow& w) {
                               "a relative path without spaces", "out/nightly");
   w.retention_days = r.integer(n, "nightly", "retention_days", 1, 90, false, 14);
   w.triage_runs = r.integer(n, "nightly", "triage_runs", 3, 20, false, 3);
-  w.report_runs_on = r.matching(n, "nightly", "report_runs_on", false, word_re(),
-                                "a runner label", "ubuntu-latest");
+  w.report_runs_on = r.matching(n, "nightly", "report_runs_on", false, word_re(), "a runner label",
+                                "ubuntu-latest");
   const json& t = n.at("tools");
-  r.keys(t, "nightly.tools", {"runs_on", "image", "max_glibc"}, {"image", "max_glibc"});
+  r.keys(t, "nightly.tools", {"runs_on", "image", "max_glibc", "max_glibcxx"},
+         {"image", "max_glibc", "max_glibcxx"});
   w.tools.runs_on = r.matching(t, "nightly.tools", "runs_on", false, word_re(), "a runner label",
                                "ubuntu-latest");
   w.tools.image = r.str(t, "nightly.tools", "image", true);
   static const std::regex glibc_re("^2\\.[0-9]+$");
   w.tools.max_glibc = r.matching(t, "nightly.tools", "max_glibc", true, glibc_re, "2.N");
+  static const std::regex glibcxx_re("^3\\.4\\.[0-9]+$");
+  w.tools.max_glibcxx = r.matching(t, "nightly.tools", "max_glibcxx", true, glibcxx_re, "3.4.N");
   const json& h = n.at("hf_cache");
-  r.keys(h, "nightly.hf_cache", {"host_path", "mount", "hf_home"}, {"host_path", "mount", "hf_home"});
+  r.keys(h, "nightly.hf_cache", {"host_path", "mount", "hf_home"},
+         {"host_path", "mount", "hf_home"});
   static const std::regex abs_re("^/[A-Za-z0-9_./-]*$");
-  w.hf_cache.host_path = r.matching(h, "nightly.hf_cache", "host_path", true, abs_re, "an absolute path");
+  w.hf_cache.host_path =
+      r.matching(h, "nightly.hf_cache", "host_path", true, abs_re, "an absolute path");
   w.hf_cache.mount = r.matching(h, "nightly.hf_cache", "mount", true, abs_re, "an absolute path");
-  w.hf_cache.hf_home = r.matching(h, "nightly.hf_cache", "hf_home", true, abs_re, "an absolute path");
+  w.hf_cache.hf_home =
+      r.matching(h, "nightly.hf_cache", "hf_home", true, abs_re, "an absolute path");
   const json& g = n.at("sglang");
   r.keys(g, "nightly.sglang", {"repository", "ref", "install"}, {"repository", "ref", "install"});
   w.sglang.repository = r.matching(g, "nightly.sglang", "repository", true, repo_re, "owner/name");
@@ -399,8 +405,8 @@ Registry parse_registry(const json& doc, const std::string& file) {
   Reader r(file);
   Registry reg;
   reg.file = file;
-  r.keys(doc, "(top level)", {"$comment", "schema", "nightly", "pr", "manual", "e2e_defaults",
-                              "suites"},
+  r.keys(doc, "(top level)",
+         {"$comment", "schema", "nightly", "pr", "manual", "e2e_defaults", "suites"},
          {"schema", "nightly", "pr", "suites"});
   if (!doc.at("schema").is_number_integer() || doc.at("schema").get<long>() != 2)
     r.fail("schema", "must be 2 (the version this loader reads)", &doc.at("schema"));

@@ -79,11 +79,11 @@ struct Suite {
   Container container;
   std::map<std::string, std::string> env;
   std::map<std::string, std::string> sources;  // launch field -> where SGLang sets it
-  Build build;     // kernels: built in the container; e2e: the tools job's build
-  Server server;   // e2e only
-  Runner run;      // e2e only
-  int retries = 0; // e2e: reruns after a could-not-run attempt (with HF_HUB_OFFLINE=1)
-  Ctest ctest;     // kernels only
+  Build build;      // kernels: built in the container; e2e: the tools job's build
+  Server server;    // e2e only
+  Runner run;       // e2e only
+  int retries = 0;  // e2e: reruns after a could-not-run attempt (with HF_HUB_OFFLINE=1)
+  Ctest ctest;      // kernels only
 };
 
 // The e2e launch fields that must name their source in `sources`.
@@ -94,7 +94,8 @@ const std::vector<std::string>& launch_fields();
 struct Tools {
   std::string runs_on = "ubuntu-latest";
   std::string image = "debian:12";
-  std::string max_glibc;  // the oldest glibc of the images the bundle runs in
+  std::string max_glibc;    // the oldest glibc of the images the bundle runs in
+  std::string max_glibcxx;  // and their oldest libstdc++ symbol version (3.4.N)
 };
 
 // The runners' Hugging Face cache: a host folder mounted into e2e containers.
@@ -114,11 +115,11 @@ struct Sglang {
 struct NightlyWorkflow {
   std::string name = "nightly";
   std::string cron;
-  std::string weekly_cron;       // the weekly workflow (suites with "schedule": "weekly")
-  std::string repository;        // jobs run only in this repository (forks do not queue)
+  std::string weekly_cron;  // the weekly workflow (suites with "schedule": "weekly")
+  std::string repository;   // jobs run only in this repository (forks do not queue)
   std::string artifact_dir = "out/nightly";
   int retention_days = 14;
-  int triage_runs = 3;           // earlier scheduled runs the report compares with
+  int triage_runs = 3;  // earlier scheduled runs the report compares with
   std::string report_runs_on = "ubuntu-latest";
   Tools tools;
   HfCache hf_cache;
@@ -127,7 +128,7 @@ struct NightlyWorkflow {
 
 // A preset (configure or test) that no workflow runs, with the reason and how to run it.
 struct Manual {
-  bool test = false;   // a test preset ("test_preset"), else a configure preset ("configure_preset")
+  bool test = false;  // a test preset ("test_preset"), else a configure preset ("configure_preset")
   std::string preset;
   std::string reason;
 };

@@ -47,6 +47,7 @@ std::map<std::string, std::string> common_vars(const Registry& reg, Schedule sch
           {"tools_image", n.tools.image},
           {"tools_runs_on", n.tools.runs_on},
           {"max_glibc", n.tools.max_glibc},
+          {"max_glibcxx", n.tools.max_glibcxx},
           {"report_runs_on", n.report_runs_on},
           {"triage_runs", std::to_string(n.triage_runs)},
           {"sglang_repository", n.sglang.repository},
@@ -101,16 +102,15 @@ std::string render_workflow(const Registry& reg, Schedule sch, const std::string
 
 std::string render_pr(const Registry& reg, const std::string& dir) {
   const PrWorkflow& p = reg.pr;
-  return fill(load_template(dir, "pr.yml"),
-              {{"name", p.name},
-               {"runs_on", p.runs_on},
-               {"timeout_minutes", std::to_string(p.timeout_minutes)},
-               {"image", p.image},
-               {"deps_command", p.deps_command},
-               {"test_command", p.test_command},
-               {"junit", p.junit},
-               {"hip_image", p.hip_image},
-               {"hip_preset", p.hip_preset}});
+  return fill(load_template(dir, "pr.yml"), {{"name", p.name},
+                                             {"runs_on", p.runs_on},
+                                             {"timeout_minutes", std::to_string(p.timeout_minutes)},
+                                             {"image", p.image},
+                                             {"deps_command", p.deps_command},
+                                             {"test_command", p.test_command},
+                                             {"junit", p.junit},
+                                             {"hip_image", p.hip_image},
+                                             {"hip_preset", p.hip_preset}});
 }
 
 }  // namespace
@@ -174,7 +174,8 @@ std::vector<std::string> check_jobs(const Registry& reg, Schedule schedule,
     for (const auto& s : suites) {
       const Suite* found = reg.find(s);
       if (!found || found->schedule != schedule)
-        problems.push_back("job '" + job + "' runs suite '" + s + "', which is not registered for this schedule in " + reg.file);
+        problems.push_back("job '" + job + "' runs suite '" + s +
+                           "', which is not registered for this schedule in " + reg.file);
       else if (s != job)
         problems.push_back("job '" + job + "' runs suite '" + s +
                            "' (a job is named after its suite)");
@@ -236,7 +237,8 @@ std::string reachable_text(const std::string& source_dir, const std::vector<Rend
     todo.pop_back();
     all += text + "\n";
     for (std::sregex_iterator m(text.begin(), text.end(), script_re), e; m != e; ++m)
-      if (seen.insert((*m)[1].str()).second) todo.push_back(read_text(source_dir + "/" + (*m)[1].str()));
+      if (seen.insert((*m)[1].str()).second)
+        todo.push_back(read_text(source_dir + "/" + (*m)[1].str()));
   }
   return all;
 }
@@ -319,7 +321,8 @@ std::vector<std::string> check_dormant(
     }
   for (const auto& s : reg.suites)
     if (s.kind == Kind::kKernels && s.ctest.test_preset.empty())
-      filters.emplace_back("suite " + s.name, nlohmann::json{{"include", {{"label", s.ctest.label}}}});
+      filters.emplace_back("suite " + s.name,
+                           nlohmann::json{{"include", {{"label", s.ctest.label}}}});
   for (const auto& [name, labels] : tests) {
     bool covered = false;
     for (const auto& [job, f] : filters) covered = covered || selects(f, labels);

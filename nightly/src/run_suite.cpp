@@ -87,7 +87,6 @@ std::string shell_words(const std::vector<std::string>& argv) {
   return s;
 }
 
-
 int SuiteRun::run() {
   out_ = fs::absolute(opt_.out.empty() ? reg_.nightly.artifact_dir + "/" + suite_.name : opt_.out)
              .lexically_normal()
@@ -166,58 +165,57 @@ void SuiteRun::add_failure(const std::string& kind, const std::string& id,
   manifest_["failures"].push_back({{"kind", kind}, {"id", id}, {"detail", detail}});
 }
 
-  // Waits for `p`; returns its code, or nothing on timeout or interrupt. `watch` (may be null)
-  // is checked while waiting: when it returns a reason, the wait stops with that reason.
+// Waits for `p`; returns its code, or nothing on timeout or interrupt. `watch` (may be null)
+// is checked while waiting: when it returns a reason, the wait stops with that reason.
 std::optional<int> SuiteRun::supervise(Process& p, double timeout_s, std::string& why,
-                               const std::function<std::string()>& watch) {
-    const double deadline = now_s() + timeout_s;
-    for (;;) {
-      if (auto code = p.wait(0.2)) return code;
-      if (stop_requested()) {
-        why = "interrupted by a signal";
-        return std::nullopt;
-      }
-      if (now_s() >= deadline) {
-        why = "did not finish within " + std::to_string(static_cast<long>(timeout_s)) + " s";
-        return std::nullopt;
-      }
-      if (watch) {
-        why = watch();
-        if (!why.empty()) return std::nullopt;
-      }
+                                       const std::function<std::string()>& watch) {
+  const double deadline = now_s() + timeout_s;
+  for (;;) {
+    if (auto code = p.wait(0.2)) return code;
+    if (stop_requested()) {
+      why = "interrupted by a signal";
+      return std::nullopt;
+    }
+    if (now_s() >= deadline) {
+      why = "did not finish within " + std::to_string(static_cast<long>(timeout_s)) + " s";
+      return std::nullopt;
+    }
+    if (watch) {
+      why = watch();
+      if (!why.empty()) return std::nullopt;
     }
   }
+}
 
 int SuiteRun::finish(int code, const std::string& why) {
-    manifest_["finished"] = utc_now();
-    manifest_["seconds"] = std::round((now_s() - started_) * 10) / 10;
-    manifest_["exit_code"] = code;
-    manifest_["result"] = exit_meaning(code);
-    manifest_["reason"] = why;
-    std::vector<std::string> files;
-    for (const auto& e : fs::recursive_directory_iterator(out_))
-      if (e.is_regular_file()) files.push_back(fs::relative(e.path(), out_).string());
-    std::sort(files.begin(), files.end());
-    files.push_back("suite.json");
-    files.push_back("summary.md");
-    manifest_["files"] = files;
-    write_text(out_ + "/suite.json", manifest_.dump(2) + "\n");
+  manifest_["finished"] = utc_now();
+  manifest_["seconds"] = std::round((now_s() - started_) * 10) / 10;
+  manifest_["exit_code"] = code;
+  manifest_["result"] = exit_meaning(code);
+  manifest_["reason"] = why;
+  std::vector<std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(out_))
+    if (e.is_regular_file()) files.push_back(fs::relative(e.path(), out_).string());
+  std::sort(files.begin(), files.end());
+  files.push_back("suite.json");
+  files.push_back("summary.md");
+  manifest_["files"] = files;
+  write_text(out_ + "/suite.json", manifest_.dump(2) + "\n");
 
-    std::ostringstream md;
-    md << "## " << suite_.name << ": " << (code == kPass ? "✅ " : "❌ ") << exit_meaning(code)
-       << " (exit " << code << ")\n\n"
-       << why << "\n\n| step | result | seconds | log |\n|---|---|---|---|\n";
-    for (const auto& s : manifest_["steps"])
-      md << "| " << s.value("name", "") << " | " << s.value("result", "") << " | "
-         << s.value("seconds", 0.0) << " | " << s.value("log", "") << " |\n";
-    md << summary_extra(code);
-    write_text(out_ + "/summary.md", md.str());
-    if (const char* gs = std::getenv("GITHUB_STEP_SUMMARY"); gs && *gs)
-      append_text(gs, md.str() + "\n");
-    say(suite_.name + ": exit " + std::to_string(code) + " (" + exit_meaning(code) + "): " + why);
-    return code;
-  }
-
+  std::ostringstream md;
+  md << "## " << suite_.name << ": " << (code == kPass ? "✅ " : "❌ ") << exit_meaning(code)
+     << " (exit " << code << ")\n\n"
+     << why << "\n\n| step | result | seconds | log |\n|---|---|---|---|\n";
+  for (const auto& s : manifest_["steps"])
+    md << "| " << s.value("name", "") << " | " << s.value("result", "") << " | "
+       << s.value("seconds", 0.0) << " | " << s.value("log", "") << " |\n";
+  md << summary_extra(code);
+  write_text(out_ + "/summary.md", md.str());
+  if (const char* gs = std::getenv("GITHUB_STEP_SUMMARY"); gs && *gs)
+    append_text(gs, md.str() + "\n");
+  say(suite_.name + ": exit " + std::to_string(code) + " (" + exit_meaning(code) + "): " + why);
+  return code;
+}
 
 int run_suite(const Registry& reg, const RunOptions& opt) {
   const Suite* s = reg.find(opt.suite);

@@ -38,7 +38,8 @@ std::vector<Failure> derive_failures(const fs::path& dir, const json& m) {
   if (fs::exists(dir / "eval/report.json")) {
     const json rep = json::parse(read_text((dir / "eval/report.json").string()));
     for (const auto& g : rep.value("gates", json::array()))
-      if (!g.value("pass", false)) out.push_back({"gate", g.value("gate", ""), g.value("detail", "")});
+      if (!g.value("pass", false))
+        out.push_back({"gate", g.value("gate", ""), g.value("detail", "")});
   }
   if (out.empty() && m.value("exit_code", 0) >= kCouldNotRun)
     out.push_back({"could-not-run", "", m.value("reason", "")});
@@ -71,7 +72,8 @@ std::map<std::string, SuiteOutcome> load_run(const std::string& dir) {
     SuiteOutcome o;
     o.suite = m.value("suite", "");
     if (o.suite.empty()) continue;
-    o.run_id = m.contains("run_id") && m["run_id"].is_string() ? m["run_id"].get<std::string>() : "";
+    o.run_id =
+        m.contains("run_id") && m["run_id"].is_string() ? m["run_id"].get<std::string>() : "";
     o.attempt = m.contains("run_attempt") ? to_int(m["run_attempt"]) : 0;
     o.exit_code = m.value("exit_code", 0);
     o.reason = m.value("reason", "");
@@ -96,7 +98,11 @@ std::string triage(const TriageOptions& opt, int& new_failures) {
       const std::string result = r.value("result", "");
       if (job == "tools" || job == "report" || current.count(job)) continue;
       if (result == "failure" || result == "cancelled")
-        current[job] = {job, "", 0, kCouldNotRun, "the job ended (" + result + ") before run-suite wrote suite.json",
+        current[job] = {job,
+                        "",
+                        0,
+                        kCouldNotRun,
+                        "the job ended (" + result + ") before run-suite wrote suite.json",
                         {{"could-not-run", "", "the job " + result + " before run-suite ran"}}};
     }
   // Earlier runs: one folder each, newest first by run id.
@@ -104,7 +110,8 @@ std::string triage(const TriageOptions& opt, int& new_failures) {
   std::error_code ec;
   if (fs::is_directory(opt.previous, ec))
     for (const auto& e : fs::directory_iterator(opt.previous, ec))
-      if (e.is_directory()) earlier.emplace_back(e.path().filename().string(), load_run(e.path().string()));
+      if (e.is_directory())
+        earlier.emplace_back(e.path().filename().string(), load_run(e.path().string()));
   std::sort(earlier.begin(), earlier.end(), [](const auto& a, const auto& b) {
     return a.first.size() != b.first.size() ? a.first.size() > b.first.size() : a.first > b.first;
   });
@@ -141,8 +148,9 @@ std::string triage(const TriageOptions& opt, int& new_failures) {
         verdict = ran == 0 ? "new (no earlier run of this suite to compare)"
                            : "new (passed in the " + std::to_string(ran) + " earlier runs)";
       }
-      rows << "| " << suite << " | " << f.kind << " | " << (f.id.empty() ? "—" : "`" + cell(f.id) + "`")
-           << " | " << cell(f.detail) << " | " << verdict << " |\n";
+      rows << "| " << suite << " | " << f.kind << " | "
+           << (f.id.empty() ? "—" : "`" + cell(f.id) + "`") << " | " << cell(f.detail) << " | "
+           << verdict << " |\n";
     }
   }
   if (total == 0) {

@@ -31,10 +31,10 @@ struct SuiteOutcome {
 std::map<std::string, SuiteOutcome> load_run(const std::string& dir);
 
 struct TriageOptions {
-  std::string current;             // this run's artifacts
-  std::string previous;            // one folder per earlier run (ci/fetch-runs.sh lays them out)
-  int runs = 3;                    // how many earlier runs were asked for
-  nlohmann::json needs;            // toJSON(needs) of the report job; may be null
+  std::string current;   // this run's artifacts
+  std::string previous;  // one folder per earlier run (ci/fetch-runs.sh lays them out)
+  int runs = 3;          // how many earlier runs were asked for
+  nlohmann::json needs;  // toJSON(needs) of the report job; may be null
 };
 
 // Markdown for the step summary; `new_failures` counts the failures not seen in earlier runs.

@@ -80,7 +80,8 @@ TEST(Junit, MalformedInputThrows) {
 // every predefined entity.
 TEST(Junit, DecodesEveryCharacterReference) {
   const auto r = parse_junit(
-      "<testsuite><testcase name=\"T.&#x1F600;&#128512;\xF0\x9F\x98\x80 &quot;&apos;&lt;&gt;&amp;\">"
+      "<testsuite><testcase name=\"T.&#x1F600;&#128512;\xF0\x9F\x98\x80 "
+      "&quot;&apos;&lt;&gt;&amp;\">"
       "<failure message=\"&#x10FFFF;&#xE9;\"/></testcase></testsuite>");
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].name, "T.\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80 \"'<>&");

@@ -17,7 +17,7 @@ json valid_registry() {
   return json::parse(R"X({
     "schema": 2,
     "nightly": {"cron": "0 2 * * *", "weekly_cron": "0 4 * * 6", "repository": "o/r",
-                "tools": {"image": "debian:12", "max_glibc": "2.35"},
+                "tools": {"image": "debian:12", "max_glibc": "2.35", "max_glibcxx": "3.4.30"},
                 "hf_cache": {"host_path": "/h", "mount": "/m", "hf_home": "/m/hf"},
                 "sglang": {"repository": "sgl-project/sglang", "ref": "main", "install": "pip"}},
     "pr": {"deps_command": "bash ci/deps.sh", "test_command": "bash ci/test.sh",
@@ -96,7 +96,8 @@ TEST(Registry, GatesAreDsv4EvalsGates) {
     doc["suites"][1]["run"]["gates"] = {ok};
     EXPECT_NO_THROW(parse_registry(doc, "t.json")) << ok;
   }
-  for (const char* bad : {"accuracy!=0.9", "accuracy >> 0.9", "accuracy>", "9x>1", "accuracy>nan"}) {
+  for (const char* bad :
+       {"accuracy!=0.9", "accuracy >> 0.9", "accuracy>", "9x>1", "accuracy>nan"}) {
     json doc = valid_registry();
     doc["suites"][1]["run"]["gates"] = {bad};
     try {
@@ -112,7 +113,8 @@ TEST(Registry, CommittedE2eLaunchesNameTheirSources) {
   const Registry reg = load_registry(DSV4_SOURCE_DIR "/nightly/suites.json");
   for (const auto& s : reg.suites) {
     if (s.kind != Kind::kE2e) continue;
-    for (const auto& f : launch_fields()) EXPECT_FALSE(s.sources.at(f).empty()) << s.name << " " << f;
+    for (const auto& f : launch_fields())
+      EXPECT_FALSE(s.sources.at(f).empty()) << s.name << " " << f;
     EXPECT_EQ(s.server.ready_timeout_s, 5400) << s.name;
     EXPECT_EQ(s.env.at("SGLANG_ENABLE_ASYNC_ASSERT"), "0") << s.name;
     EXPECT_EQ(s.retries, 1) << s.name;
@@ -122,7 +124,8 @@ TEST(Registry, CommittedE2eLaunchesNameTheirSources) {
   EXPECT_NE(std::find(mtp->run.gates.begin(), mtp->run.gates.end(), "accept_length>2.8"),
             mtp->run.gates.end());
   EXPECT_EQ(mtp->server.env.at("SGLANG_HACK_FLASHMLA_BACKEND"), "unified_kv_triton");
-  EXPECT_EQ(reg.find("e2e-v4pro-mtp-triton")->server.env.at("SGLANG_HACK_FLASHMLA_BACKEND"), "triton");
+  EXPECT_EQ(reg.find("e2e-v4pro-mtp-triton")->server.env.at("SGLANG_HACK_FLASHMLA_BACKEND"),
+            "triton");
   const auto& dspark = reg.find("e2e-v4pro-dspark")->server.command;
   for (const char* flag : {"--dp", "--enable-dp-attention", "DSPARK"})
     EXPECT_NE(std::find(dspark.begin(), dspark.end(), flag), dspark.end()) << flag;
@@ -173,7 +176,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "[0, 1]"},
         BadCase{"repository", [](json& d) { d["nightly"]["repository"] = "nope"; },
                 "nightly.repository", "owner/name"},
-        BadCase{"build on e2e", [](json& d) { d["suites"][1]["build"] = {{"preset", "cpu"}}; },
+        BadCase{"build on e2e",
+                [](json& d) {
+                  d["suites"][1]["build"] = {{"preset", "cpu"}};
+                },
                 "suites[1].build", "tools job"},
         BadCase{"schedule", [](json& d) { d["suites"][0]["schedule"] = "daily"; },
                 "suites[0].schedule", "weekly"},

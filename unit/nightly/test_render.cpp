@@ -138,13 +138,17 @@ TEST(Dormant, PresetsAndTestsNoWorkflowRunsAreCaught) {
       {"reference/A.B", {"cpu"}}, {"kernels/K.P", {"gpu"}}, {"e2e/E.F", {"e2e"}}};
   for (const auto& p : check_dormant(reg, DSV4_SOURCE_DIR, presets, wfs, tests)) ADD_FAILURE() << p;
   // A test only the manual `nightly` preset would run (label slow) is dormant.
-  auto p = check_dormant(reg, DSV4_SOURCE_DIR, presets, wfs, {{"reference/Slow.X", {"cpu", "slow"}}});
+  auto p =
+      check_dormant(reg, DSV4_SOURCE_DIR, presets, wfs, {{"reference/Slow.X", {"cpu", "slow"}}});
   ASSERT_EQ(p.size(), 1u);
-  EXPECT_NE(p[0].find("test 'reference/Slow.X' (labels cpu,slow) is dormant"), std::string::npos) << p[0];
+  EXPECT_NE(p[0].find("test 'reference/Slow.X' (labels cpu,slow) is dormant"), std::string::npos)
+      << p[0];
   // A preset no workflow names and `manual` does not list.
   test::TempDir dir;
   std::string text = test::read_file(presets);
-  text = replace_once(text, "\"configurePresets\": [", "\"configurePresets\": [\n    {\"name\": \"orphan\", \"inherits\": \"base\"},");
+  text =
+      replace_once(text, "\"configurePresets\": [",
+                   "\"configurePresets\": [\n    {\"name\": \"orphan\", \"inherits\": \"base\"},");
   test::write_file(dir / "CMakePresets.json", text);
   p = check_dormant(reg, DSV4_SOURCE_DIR, dir / "CMakePresets.json", wfs, {});
   ASSERT_EQ(p.size(), 1u);
@@ -227,7 +231,8 @@ TEST(Drift, JobForUnregisteredSuiteIsCaught) {
       << problems[0];
 
   const std::string idle = "  lint:\n    runs-on: ubuntu-latest\n    steps:\n      - run: true\n";
-  const auto p2 = check_jobs(reg, Schedule::kNightly, replace_once(yml, "  report:\n", idle + "  report:\n"));
+  const auto p2 =
+      check_jobs(reg, Schedule::kNightly, replace_once(yml, "  report:\n", idle + "  report:\n"));
   ASSERT_EQ(p2.size(), 1u);
   EXPECT_NE(p2[0].find("job 'lint' runs no suite"), std::string::npos) << p2[0];
 }
@@ -246,7 +251,8 @@ TEST(Drift, MissingWorkflowIsCaught) {
 test::CommandResult run_report(const std::string& needs, const std::string& event,
                                std::string& summary) {
   const std::string yml = render_nightly(committed());
-  const size_t at = yml.find("        run: |\n", yml.find("shell: python", yml.find("\n  report:\n")));
+  const size_t at =
+      yml.find("        run: |\n", yml.find("shell: python", yml.find("\n  report:\n")));
   EXPECT_NE(at, std::string::npos);
   std::string script;
   std::istringstream in(yml.substr(at + 15));

@@ -71,24 +71,29 @@ class RunSuite : public ::testing::Test {
                      "add_test(kernels/KvStore.Hostile /bin/sh -c \"echo mismatch; exit 1\")\n"
                      "set_tests_properties(kernels/KvStore.Poison kernels/KvStore.Hostile "
                      "PROPERTIES LABELS gpu RESOURCE_GROUPS gpus:1)\n");
-    json e2e = {{"kind", "e2e"},
-                {"runs_on", "linux-mi35x-gpu-8"},
-                {"timeout_minutes", 10},
-                {"container", {{"image", "img"}}},
-                {"sources",
-                 {{"container.image", "t"}, {"env", "t"}, {"server.model", "t"},
-                  {"server.command", "t"}, {"server.env", "t"}, {"server.ready_timeout_s", "t"},
-                  {"run.gates", "t"}}},
-                {"server",
-                 {{"model", "org/model"},
-                  {"command", {"fake-server", "--model", "{model}", "--port", "0", "--port-file",
-                               "{port_file}"}},
-                  {"ready_timeout_s", 20},
-                  {"stop_grace_s", 2}}},
-                {"run",
-                 {{"command", {"dsv4-eval", "gsm8k", "--url", "{url}", "--out", "{out}"}},
-                  {"gates", {"accuracy>0.92"}},
-                  {"timeout_s", 20}}}};
+    json e2e = {
+        {"kind", "e2e"},
+        {"runs_on", "linux-mi35x-gpu-8"},
+        {"timeout_minutes", 10},
+        {"container", {{"image", "img"}}},
+        {"sources",
+         {{"container.image", "t"},
+          {"env", "t"},
+          {"server.model", "t"},
+          {"server.command", "t"},
+          {"server.env", "t"},
+          {"server.ready_timeout_s", "t"},
+          {"run.gates", "t"}}},
+        {"server",
+         {{"model", "org/model"},
+          {"command",
+           {"fake-server", "--model", "{model}", "--port", "0", "--port-file", "{port_file}"}},
+          {"ready_timeout_s", 20},
+          {"stop_grace_s", 2}}},
+        {"run",
+         {{"command", {"dsv4-eval", "gsm8k", "--url", "{url}", "--out", "{out}"}},
+          {"gates", {"accuracy>0.92"}},
+          {"timeout_s", 20}}}};
     auto with = [&](const char* name, json env) {
       json s = e2e;
       s["name"] = name;
@@ -133,7 +138,7 @@ class RunSuite : public ::testing::Test {
          {{"cron", "0 2 * * *"},
           {"weekly_cron", "0 4 * * 6"},
           {"repository", "o/r"},
-          {"tools", {{"image", "debian:12"}, {"max_glibc", "2.35"}}},
+          {"tools", {{"image", "debian:12"}, {"max_glibc", "2.35"}, {"max_glibcxx", "3.4.30"}}},
           {"hf_cache", {{"host_path", "/h"}, {"mount", "/m"}, {"hf_home", "/m/hf"}}},
           {"sglang", {{"repository", "a/b"}, {"ref", "main"}, {"install", "true"}}}}},
         {"pr", {{"deps_command", "true"}, {"test_command", "true"}, {"hip_image", "rocm"}}},
@@ -184,7 +189,8 @@ TEST_F(RunSuite, E2eGreenPath) {
       << runner;
   EXPECT_NE(artifact("e2e-green", "wait-ready.log").find("wait-ready --url http://127.0.0.1:12345"),
             std::string::npos);
-  EXPECT_NE(artifact("e2e-green", "server.log").find("fake server --model org/model --port 0 --port-file"),
+  EXPECT_NE(artifact("e2e-green", "server.log")
+                .find("fake server --model org/model --port 0 --port-file"),
             std::string::npos);
   EXPECT_FALSE(artifact("e2e-green", "eval/report.json").empty());
   EXPECT_NE(artifact("e2e-green", "summary.md").find("## e2e-green: ✅ pass (exit 0)"),

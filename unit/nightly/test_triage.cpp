@@ -105,10 +105,9 @@ TEST(Triage, OlderReportsWithoutAFailureListAreRead) {
 TEST(Triage, CommandLineAppendsToTheSummary) {
   test::TempDir d;
   suite_json(d / "current", "k-attempt1", "kernels", "5", 1, 0, json::array());
-  const auto r = test::run_command(std::string(DSV4_NIGHTLY_BIN) + " triage --current " +
-                                   test::quote(d / "current") + " --previous " +
-                                   test::quote(d / "none") + " --summary " +
-                                   test::quote(d / "summary.md"));
+  const auto r = test::run_command(
+      std::string(DSV4_NIGHTLY_BIN) + " triage --current " + test::quote(d / "current") +
+      " --previous " + test::quote(d / "none") + " --summary " + test::quote(d / "summary.md"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(test::read_file(d / "summary.md").find("No failures in this run's 1 suite reports"),
             std::string::npos)
