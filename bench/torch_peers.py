@@ -4,7 +4,8 @@
 Usage: python3 bench/torch_peers.py FAMILY > peers.csv, then bench_FAMILY --torch peers.csv.
 Prints CSV lines `peer,B,n,us` (median microseconds per call over CUDA-event timed batches).
 Families: indexer_topk (B x len scores, K = 512), sampling_renorm (V = 129280, the sort-based
-top-k and top-p renormalisation expressions a PyTorch user would write).
+top-k and top-p renormalisation expressions a PyTorch user would write), candidate_blocks (SGLang's
+torch path: block maxima, the newest block forced in, top blocks, masked top-K keys, sorted).
 """
 import sys
 
@@ -106,5 +107,35 @@ def sampling_renorm():
         emit_compiled("compile top-p", B, V, cp, probs, p)
 
 
+def candidate_keys(scores, lens, nb: int, bs: int, K: int):
+    B, W = scores.shape
+    cols = torch.arange(W, device=scores.device)
+    s = scores.masked_fill(cols >= lens.unsqueeze(1), -torch.inf)
+    blocks = s.unflatten(-1, (-1, bs)).amax(dim=-1)
+    last = (lens.long() - 1) // bs
+    blocks = blocks.masked_fill(torch.arange(blocks.shape[1], device=s.device) == last.unsqueeze(1), torch.inf)
+    top = blocks.topk(nb, dim=-1)
+    keep = torch.zeros_like(blocks, dtype=torch.bool).scatter_(-1, top.indices, top.values > -torch.inf)
+    s = s.masked_fill(~keep.repeat_interleave(bs, dim=-1), -torch.inf)
+    return s.topk(K, dim=-1, sorted=False).indices.sort(dim=-1).values
+
+
+def candidate_blocks():
+    nb, bs, K = 16, 64, 512
+    compiled = compiled_peer(candidate_keys)
+    for B in (1, 32, 128):
+        for n in (8192, 32768):
+            g = torch.Generator(device="cuda").manual_seed(B * 5 + n)
+            s = torch.randn(B, n, device="cuda", generator=g)
+            lens = torch.full((B,), n, dtype=torch.int32, device="cuda")
+            emit("eager candidate_blocks", B, n, median_us(lambda: candidate_keys(s, lens, nb, bs, K)))
+            emit_compiled("compile candidate_blocks", B, n, compiled, s, lens, nb, bs, K)
+
+
 if __name__ == "__main__":
-    {"indexer_topk": indexer_topk, "sampling_renorm": sampling_renorm}[sys.argv[1]]()
+    families = {
+        "indexer_topk": indexer_topk,
+        "sampling_renorm": sampling_renorm,
+        "candidate_blocks": candidate_blocks,
+    }
+    families[sys.argv[1]]()
