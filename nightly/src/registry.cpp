@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "gates.hpp"  // dsv4-eval's gate parser: the registry accepts exactly what dsv4-eval does
+#include "report/gates.hpp"  // dsv4-eval's gate parser: the registry accepts what dsv4-eval does
 
 namespace dsv4::nightly {
 
