@@ -17,8 +17,8 @@ namespace dsv4::kernels::sparse_decode {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kTile = 16;    // key columns per tile
-constexpr int kGroup = 16;   // heads per block
+constexpr int kTile = 16;   // key columns per tile
+constexpr int kGroup = 16;  // heads per block
 constexpr int kD = kTokenValues;
 constexpr int kRow = kD + 8;  // bf16 per shared row: 16 bytes of padding spread the banks
 
@@ -34,8 +34,8 @@ struct KArgs {
   Args a;
   int64_t S, C;  // splits, columns per split
   bf16* out;
-  float* lse;    // unsplit: natural log [B, H]; split: base 2 [B, S, H]
-  float* o;      // split partials, or null for the unsplit output
+  float* lse;  // unsplit: natural log [B, H]; split: base 2 [B, S, H]
+  float* o;    // split partials, or null for the unsplit output
 };
 
 __device__ __forceinline__ void unpack(const U4& v, uint32_t* w) {
@@ -56,14 +56,16 @@ __device__ __forceinline__ void load_part(const Cache& c, int64_t slot, int part
     for (int i = 0; i < 16; ++i) {
       const nvfp4::Decoder& d = i < 8 ? d0 : d1;
       const uint32_t lo = nvfp4::decode_bits(uint8_t((codes[i / 4] >> (8 * (i % 4))) & 0xfu), d);
-      const uint32_t hi = nvfp4::decode_bits(uint8_t((codes[i / 4] >> (8 * (i % 4) + 4)) & 0xfu), d);
+      const uint32_t hi =
+          nvfp4::decode_bits(uint8_t((codes[i / 4] >> (8 * (i % 4) + 4)) & 0xfu), d);
       w[i] = uint32_t(f32_to_bf16(f32_from_bits(lo)).bits) |
              (uint32_t(f32_to_bf16(f32_from_bits(hi)).bits) << 16);
     }
     return;
   }
   if (32 * part >= L.quant_values) {  // v4: the raw bf16 RoPE part
-    const U4* raw = reinterpret_cast<const U4*>(data + L.quant_values + 64 * (part - L.quant_values / 32));
+    const U4* raw =
+        reinterpret_cast<const U4*>(data + L.quant_values + 64 * (part - L.quant_values / 32));
     DSV4_UNROLL
     for (int k = 0; k < 4; ++k) unpack(raw[k], w + 4 * k);
     return;
@@ -124,7 +126,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
         int64_t slot = -1;
         if (col < hi) {
           const int32_t idx = c.indices[b * c.K + (col - start)];
-          if (idx >= 0 && idx < capacity) slot = idx;
+          if (idx >= 0 && idx < capacity)
+            slot = idx;
           else if (idx != -1 && hg == 0 && part == 0)
             atomicAdd(reinterpret_cast<unsigned long long*>(a.errors), 1ull);
         }

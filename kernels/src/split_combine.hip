@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   const int64_t row = blockIdx.x;  // b * H + h
   const int64_t b = row / a.H, h = row - b * a.H;
   const int64_t S = a.S;
-  int64_t n = a.n_splits[b];
+  int64_t n = a.n_splits ? a.n_splits[b] : S;
   n = n < 0 ? 0 : (n > S ? S : n);
   const float* lse = a.lse + b * S * a.H + h;  // split s at lse[s * H]
   const int64_t d4 = a.D / 4;
@@ -142,13 +142,8 @@ void combine(const Args& a, gpu::Stream s) {
   if (a.B * a.H > INT32_MAX) bad("B*H=" + std::to_string(a.B * a.H) + " must be < 2^31");
   if (a.B * a.H == 0) return;
   if (a.S == 0) bad("S=0: no partials to read (pass S >= 1 and n_splits = 0 for empty rows)");
-  if (!a.o || !a.lse || !a.n_splits || !a.out || !a.out_lse)
-    bad(std::string(!a.o          ? "o"
-                    : !a.lse      ? "lse"
-                    : !a.n_splits ? "n_splits"
-                    : !a.out      ? "out"
-                                  : "out_lse") +
-        " is null");
+  if (!a.o || !a.lse || !a.out || !a.out_lse)
+    bad(std::string(!a.o ? "o" : !a.lse ? "lse" : !a.out ? "out" : "out_lse") + " is null");
   if (!aligned(a.o, 16)) bad("o is not 16-byte aligned");
   if (!aligned(a.out, 8)) bad("out is not 8-byte aligned");
   if (a.rope.cos_sin) {

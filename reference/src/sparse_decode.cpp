@@ -203,23 +203,27 @@ Partials partials_f64(const Inputs& in, size_t S) {
 
 Tolerance tolerance(const Inputs& in) {
   check(in);
-  double max_abs_dot = 0, max_k = 0;
-  std::vector<float> row(kD);
+  // max_j sum_i |q_i k_ji| <= max ||q|| * max ||k|| (Cauchy-Schwarz): linear in the data.
+  double q2 = 0, k2 = 0, max_k = 0;
+  for (size_t r = 0; r < in.B * in.H; ++r) {
+    double n = 0;
+    for (size_t i = 0; i < kD; ++i) n += std::pow(double(bf16_to_f32(in.q[r * kD + i])), 2);
+    q2 = std::max(q2, n);
+  }
   for (size_t b = 0; b < in.B; ++b) {
     const Keys keys = keys_of(in, b, 0, columns(in));
     for (size_t j = 0; j < keys.n; ++j) {
-      const float* k = keys.rows.data() + j * kD;
-      for (size_t i = 0; i < kD; ++i) max_k = std::max(max_k, double(std::abs(k[i])));
-      for (size_t h = 0; h < in.H; ++h) {
-        const bf16* q = in.q.data() + (b * in.H + h) * kD;
-        double s = 0;
-        for (size_t i = 0; i < kD; ++i) s += std::abs(double(bf16_to_f32(q[i])) * k[i]);
-        max_abs_dot = std::max(max_abs_dot, s);
+      double n = 0;
+      for (size_t i = 0; i < kD; ++i) {
+        const double v = keys.rows[j * kD + i];
+        n += v * v;
+        max_k = std::max(max_k, std::abs(v));
       }
+      k2 = std::max(k2, n);
     }
   }
   const double u = std::ldexp(1.0, -24);
-  const double score = 514 * u * std::abs(double(in.sm_scale)) * max_abs_dot;
+  const double score = 514 * u * std::abs(double(in.sm_scale)) * std::sqrt(q2 * k2);
   const double tiles = double((columns(in) + 15) / 16);
   const double sums = (2 * tiles + 8) * u;
   Tolerance t;

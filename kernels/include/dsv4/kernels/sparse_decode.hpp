@@ -25,13 +25,13 @@ struct Cache {
 };
 
 struct Args {
-  int64_t B = 0, H = 0;              // H a multiple of 16
-  const bf16* q = nullptr;           // [B, H, 512], 16-byte aligned
+  int64_t B = 0, H = 0;     // H a multiple of 16
+  const bf16* q = nullptr;  // [B, H, 512], 16-byte aligned
   Cache main;
-  Cache extra;                       // extra.pool == nullptr: no extra cache
+  Cache extra;  // extra.pool == nullptr: no extra cache
   float sm_scale = 0;
-  const float* sink = nullptr;       // [H] natural-log units, or null
-  int64_t* errors = nullptr;         // error columns are added here (never reset)
+  const float* sink = nullptr;  // [H] natural-log units, or null
+  int64_t* errors = nullptr;    // error columns are added here (never reset)
 };
 
 // out [B, H, 512] bf16 and lse [B, H] (natural log, sink excluded; +inf for a query without

@@ -24,7 +24,7 @@ struct Args {
   int64_t B = 0, S = 0, H = 0, D = 0;  // D a multiple of 4
   const float* o = nullptr;            // [B, S, H, D]
   const float* lse = nullptr;          // [B, S, H], base 2, -inf = empty split
-  const int32_t* n_splits = nullptr;   // [B], clamped to [0, S]
+  const int32_t* n_splits = nullptr;   // [B], clamped to [0, S]; null: S for every row
   const float* sink = nullptr;         // [H] natural-log units, or null
   Rope rope;
   bf16* out = nullptr;        // [B, H, D]

@@ -100,8 +100,9 @@ Partials partials_f64(const Inputs& in, size_t S);
 // Tolerance of a kernel (fp32 scores and sums, tiles of 16 keys, online rescaling per tile)
 // against decode_f64, derived from the case's data (FlashMLA's tests use fixed figures: out abs
 // 1e-3 or rel 2/128, cosine distance 5e-6, lse 1e-6; fixed figures do not follow K or |q|):
-//   score: each x_j is a 512-term fp32 dot product times sm_scale: |error| <= score = 514 * 2^-24 *
-//     sm_scale * max_j sum_i |q_i k_ji| (the largest over every query of the case);
+//   score: each x_j is a 512-term fp32 dot product times sm_scale: |error| <= 514 * 2^-24 *
+//     sm_scale * sum_i |q_i k_ji| <= score = 514 * 2^-24 * sm_scale * max ||q|| * max ||k|| over
+//     the case (Cauchy-Schwarz keeps the bound linear in the data);
 //   sums: l and acc grow by two roundings per tile (rescale, add) plus a 4-level tree inside the
 //     tile and the exp2: relative error <= sums = (2 * tiles + 8) * 2^-24, tiles = ceil((K +
 //     Ke)/16);
