@@ -28,7 +28,7 @@ struct TorchPeer {
 // script prints "us <key> <value>" lines; any other line is passed through to stdout.
 inline TorchPeer run_torch_peer(const std::string& args) {
   TorchPeer p;
-  const auto script = std::filesystem::path(__FILE__).parent_path() / "torch_attention.py";
+  const auto script = std::filesystem::path(DSV4_BENCH_DIR) / "torch_attention.py";
   const char* py = std::getenv("DSV4_PYTHON");
   const std::string cmd =
       std::string(py ? py : "python3") + " " + script.string() + " " + args + " 2>&1";

@@ -1,6 +1,7 @@
 // split_combine kernel: one block per (batch row, head); every lane computes the row's weights in
 // the reference's fp32 order (the lse values are the same for the whole block), then merges four
-// consecutive values of o per chunk, splits in ascending order.
+// consecutive values of o per chunk, splits in ascending order; the first chunk of up to 16 splits
+// is loaded before the weights are computed.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -17,6 +18,7 @@ namespace dsv4::kernels::split_combine {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int kPre = 16;  // splits whose first chunk is loaded up front
 
 #if DSV4_GPU_NONE
 struct alignas(16) F4 {
@@ -43,6 +45,17 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   const float* lse = a.lse + b * S * a.H + h;  // split s at lse[s * H]
   const int64_t d4 = a.D / 4;
   U2* out = reinterpret_cast<U2*>(a.out + row * a.D);
+  const F4* o = reinterpret_cast<const F4*>(a.o + (b * S * a.H + h) * a.D);
+  const int64_t split_stride = a.H * d4;  // in F4
+
+  // The first chunk's values of the first kPre splits are requested before the weights are
+  // known, so the memory latency overlaps the scalar work (the sums keep their order).
+  F4 pre[kPre];
+  if (threadIdx.x < d4) {
+    DSV4_UNROLL
+    for (int k = 0; k < kPre; ++k)
+      if (k < n) pre[k] = o[k * split_stride + threadIdx.x];
+  }
 
   float m = -f32m::inf();
   for (int64_t s = 0; s < n; ++s) m = fmaxf(m, lse[s * a.H]);
@@ -75,13 +88,24 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   for (int64_t s = 0; s < n; ++s) den = den + f32m::exp2(lse[s * a.H] - ms);
   den = den + f32m::exp2(sk - ms);
 
-  const F4* o = reinterpret_cast<const F4*>(a.o + (b * S * a.H + h) * a.D);
-  const int64_t split_stride = a.H * d4;  // in F4
   const int64_t tail = a.D - a.rope.rope_dim;
   const float* cs = rope ? a.rope.cos_sin + pos * a.rope.rope_dim : nullptr;
   for (int64_t c = threadIdx.x; c < d4; c += kThreads) {
     float x = 0.0f, y = 0.0f, z = 0.0f, w = 0.0f;
     int64_t s = 0;
+    if (c == threadIdx.x) {  // the prefetched chunk
+      DSV4_UNROLL
+      for (int k = 0; k < kPre; ++k) {
+        if (k >= n) break;
+        const float al = f32m::exp2(lse[k * a.H] - ms);
+        if (al == 0.0f) continue;
+        x = x + al * pre[k].x;
+        y = y + al * pre[k].y;
+        z = z + al * pre[k].z;
+        w = w + al * pre[k].w;
+      }
+      s = n < kPre ? n : kPre;
+    }
     // Four splits' loads in flight before their sums (the order of the sums is unchanged).
     for (; s + 4 <= n; s += 4) {
       F4 v[4];
