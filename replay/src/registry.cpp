@@ -67,9 +67,9 @@ Family kernel_case_family(std::string name, std::string summary,
     for (const fx::OutputSpec& spec : k->outputs(c.inputs))
       if (spec.name == output) {
         if (got.shape != want.shape)
-          return ::testing::AssertionFailure() << output << ": shape " << got.shape_str()
-                                               << " under test, " << want.shape_str()
-                                               << " expected";
+          return ::testing::AssertionFailure()
+                 << output << ": shape " << got.shape_str() << " under test, " << want.shape_str()
+                 << " expected";
         return k->compare(spec, got, want, c.inputs);
       }
     return ::testing::AssertionFailure() << fam << " has no output '" << output << "'";
@@ -98,8 +98,7 @@ Family kernel_case_family(std::string name, std::string summary,
       ++outputs;
       auto it = ref.find(name);
       if (it == ref.end()) {
-        result << (bad++ ? "\n" : "") << path << ": the reference gives no output '" << name
-               << "'";
+        result << (bad++ ? "\n" : "") << path << ": the reference gives no output '" << name << "'";
         continue;
       }
       if (auto r = fx::bitwise_tensors(got, it->second, name); !r)

@@ -246,7 +246,8 @@ TEST_F(KvStore, GraphReplayMatchesEagerAndIsDeterministic) {
 }
 
 TEST_F(KvStore, EmptyBatchWritesNothing) {
-  for (int lanes : {0, 32}) fx::expect_case(KvStoreCase({.T = 0, .R = 16, .lanes = lanes}), stream());
+  for (int lanes : {0, 32})
+    fx::expect_case(KvStoreCase({.T = 0, .R = 16, .lanes = lanes}), stream());
 }
 
 // ---- launcher argument checks (no device needed) ------------------------------------------

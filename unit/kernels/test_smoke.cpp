@@ -63,8 +63,8 @@ TEST_F(Smoke, OneUlpIsCaughtBitwiseButPassesTolerance) {
   auto r = check(Fault::kOneUlp, 3);
   ASSERT_FALSE(r);
   EXPECT_THAT(r.message(), HasSubstr("ulp 1"));
-  EXPECT_TRUE(fx::within({.atol = 1e-5, .rtol = 1e-5})(run_.got.at("out"), run_.want.at("out"),
-                                                        "out", {}));
+  EXPECT_TRUE(
+      fx::within({.atol = 1e-5, .rtol = 1e-5})(run_.got.at("out"), run_.want.at("out"), "out", {}));
 }
 
 TEST_F(Smoke, UnwrittenElementStillHoldsPoison) {
@@ -75,8 +75,7 @@ TEST_F(Smoke, UnwrittenElementStillHoldsPoison) {
 
 // A failing check writes a case file and prints the commands that replay it.
 TEST_F(Smoke, FailureWritesTheCaseFileAndReplayCommands) {
-  auto r = fx::check_case(SmokeCase({.fault = Fault::kOneUlp, .at = 5}), fx::test_seed(),
-                          stream());
+  auto r = fx::check_case(SmokeCase({.fault = Fault::kOneUlp, .at = 5}), fx::test_seed(), stream());
   ASSERT_FALSE(r);
   EXPECT_THAT(r.message(), HasSubstr("--family smoke --device"));
   const std::string msg = r.message();

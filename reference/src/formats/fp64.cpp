@@ -46,6 +46,13 @@ double e2m1_value(uint8_t c) {
   return s ? -mag : mag;
 }
 
+double e4m3fnuz_value(uint8_t c) {
+  if (c == 0x80) return kNaN;
+  const int s = c >> 7, e = (c >> 3) & 15, m = c & 7;
+  const double mag = e == 0 ? std::ldexp(m / 8.0, -7) : std::ldexp(1.0 + m / 8.0, e - 8);
+  return s ? -mag : mag;
+}
+
 double ue8m0_value(uint8_t c) { return c == 0xff ? kNaN : std::ldexp(1.0, int(c) - 127); }
 
 uint8_t e4m3_nearest(double x, double scale) {
@@ -67,6 +74,15 @@ uint8_t e2m1_nearest(double x, double scale) {
   const uint8_t sign = std::signbit(x) ? 0x8 : 0;
   if (std::isinf(x)) return sign | 0x7;
   return sign | nearest_code(std::fabs(x), scale, 7, [](int k) { return e2m1_value(k); });
+}
+
+uint8_t e4m3fnuz_nearest(double x, double scale) {
+  if (std::isnan(x)) return 0x80;
+  const uint8_t mag =
+      std::isinf(x) ? uint8_t(0x7f) : nearest_code(std::fabs(x), scale, 0x7f, [](int k) {
+        return e4m3fnuz_value(uint8_t(k));
+      });
+  return mag == 0 ? 0 : uint8_t((std::signbit(x) ? 0x80 : 0) | mag);
 }
 
 uint8_t ue8m0_floor(double x) {

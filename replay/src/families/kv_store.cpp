@@ -20,10 +20,7 @@ constexpr float kEps = 1e-6f;
 int64_t stride_or_width(int64_t stride, int64_t width) { return stride ? stride : width; }
 
 const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
-  auto it = in.find(name);
-  if (it == in.end())
-    throw st::FormatError("case", "in." + name, "missing", "the kv_store family needs this input");
-  return it->second;
+  return fx::input_of(in, name, "kv_store");
 }
 
 const st::Tensor& matrix(const fx::Tensors& in, const std::string& name) {
@@ -155,8 +152,7 @@ KvStoreCase::KvStoreCase(KvStoreShape shape) : shape_(shape), fused_(shape.lanes
 KvStoreCase::KvStoreCase(const fx::Tensors& in) {
   fused_ = in.count("weight") || in.count("cos_sin") || in.count("positions");
   const Views v = views(in, fused_);
-  if (v.loc.size() != v.T)
-    input(in, "loc").throw_shape("in.loc", "[" + std::to_string(v.T) + "]");
+  if (v.loc.size() != v.T) input(in, "loc").throw_shape("in.loc", "[" + std::to_string(v.T) + "]");
   if (fused_ && v.positions.size() != v.T)
     input(in, "positions").throw_shape("in.positions", "[" + std::to_string(v.T) + "]");
   ref::check_layout(v.kv.size(), v.T, input(in, "pool").numel(), v.rows, v.layout);
@@ -200,25 +196,24 @@ fx::Tensors KvStoreCase::draw(fx::Rng& rng) const {
 
 std::vector<fx::OutputSpec> KvStoreCase::outputs(const fx::Tensors& in) const {
   const st::Tensor& pool = input(in, "pool");
-  return {{.name = "pool", .dtype = st::DType::BF16, .shape = pool.shape, .init = fx::Init::kFromInput},
-          {.name = "errors", .dtype = st::DType::I64, .shape = {}, .init = fx::Init::kZero}};
+  return {
+      {.name = "pool", .dtype = st::DType::BF16, .shape = pool.shape, .init = fx::Init::kFromInput},
+      {.name = "errors", .dtype = st::DType::I64, .shape = {}, .init = fx::Init::kZero}};
 }
 
 fx::Tensors KvStoreCase::reference(const fx::Tensors& in) const {
   const Views v = views(in, fused_);
   std::vector<bf16> pool = input(in, "pool").values<bf16>("in.pool");
-  const ref::Outcome o =
-      fused_ ? ref::norm_rope_store(v.kv, v.loc, pool, v.rows, v.layout, v.norm_rope(),
-                                    size_t(shape_.lanes))
-             : ref::scatter_rows(v.kv, v.loc, pool, v.rows, v.layout);
+  const ref::Outcome o = fused_ ? ref::norm_rope_store(v.kv, v.loc, pool, v.rows, v.layout,
+                                                       v.norm_rope(), size_t(shape_.lanes))
+                                : ref::scatter_rows(v.kv, v.loc, pool, v.rows, v.layout);
   return {{"pool", st::Tensor::of<bf16>(input(in, "pool").shape, pool)},
           {"errors", st::Tensor::scalar<int64_t>(o.rejected)}};
 }
 
 void KvStoreCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
-  const kern::RowLayout layout{.width = shape_.width,
-                               .src_stride = shape_.src_stride,
-                               .pool_stride = shape_.pool_stride};
+  const kern::RowLayout layout{
+      .width = shape_.width, .src_stride = shape_.src_stride, .pool_stride = shape_.pool_stride};
   if (!fused_) {
     kern::scatter_rows(d.ptr<bf16>("kv"), d.ptr<int64_t>("loc"), shape_.T, d.ptr<bf16>("pool"),
                        shape_.R, layout, d.ptr<int64_t>("errors"), s);

@@ -24,10 +24,7 @@ std::vector<float> affine(const std::vector<float>& x, float scale, float bias) 
 }
 
 const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
-  auto it = in.find(name);
-  if (it == in.end())
-    throw st::FormatError("case", "in." + name, "missing", "the smoke family needs this input");
-  return it->second;
+  return fx::input_of(in, name, "smoke");
 }
 
 }  // namespace
@@ -72,16 +69,16 @@ std::vector<fx::OutputSpec> SmokeCase::outputs(const fx::Tensors& in) const {
 
 fx::Tensors SmokeCase::reference(const fx::Tensors& in) const {
   const st::Tensor& x = input(in, "x");
-  return {{"out", st::Tensor::of<float>(x.shape, affine(x.values<float>("in.x"),
-                                                        input(in, "scale").item<float>("in.scale"),
-                                                        input(in, "bias").item<float>("in.bias")))}};
+  return {{"out",
+           st::Tensor::of<float>(
+               x.shape, affine(x.values<float>("in.x"), input(in, "scale").item<float>("in.scale"),
+                               input(in, "bias").item<float>("in.bias")))}};
 }
 
 // The scalars are read on the host when the launch is enqueued: a captured graph keeps them.
 void SmokeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
-  kernels::smoke::affine(d.ptr<float>("x"), d.ptr<float>("out"), shape_.n,
-                         d.scalar<float>("scale"), d.scalar<float>("bias"), shape_.fault,
-                         shape_.at, s);
+  kernels::smoke::affine(d.ptr<float>("x"), d.ptr<float>("out"), shape_.n, d.scalar<float>("scale"),
+                         d.scalar<float>("bias"), shape_.fault, shape_.at, s);
 }
 
 }  // namespace dsv4::cases

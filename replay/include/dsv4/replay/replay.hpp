@@ -106,10 +106,11 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
 // DSV4_REPLAY_FAMILY(make_family()): registers a family at static initialisation.
 // DSV4_KERNEL_FAMILY("name", "summary", CaseClass): registers a fx::KernelCase adapter whose
 // constructor CaseClass(const fx::Tensors& inputs) reads a case file's inputs.
-#define DSV4_KERNEL_FAMILY(name, summary, CaseClass)                                          \
-  DSV4_REPLAY_FAMILY(::dsv4::replay::kernel_case_family(                                      \
-      name, summary, [](const ::dsv4::fx::Tensors& in) -> std::unique_ptr<::dsv4::fx::KernelCase> { \
-        return std::make_unique<CaseClass>(in);                                               \
+#define DSV4_KERNEL_FAMILY(name, summary, CaseClass)                                 \
+  DSV4_REPLAY_FAMILY(::dsv4::replay::kernel_case_family(                             \
+      name, summary,                                                                 \
+      [](const ::dsv4::fx::Tensors& in) -> std::unique_ptr<::dsv4::fx::KernelCase> { \
+        return std::make_unique<CaseClass>(in);                                      \
       }))
 #define DSV4_REPLAY_FAMILY(expr)                                                       \
   namespace {                                                                          \

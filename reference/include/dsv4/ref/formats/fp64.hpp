@@ -9,9 +9,10 @@ namespace dsv4::fp64 {
 
 // Values from the definitions (NaN patterns give NaN).
 double bf16_value(uint16_t h);
-double e4m3_value(uint8_t c);   // (-1)^s * 2^(E-7) * (1 + m/8); E = 0: (-1)^s * 2^-6 * m/8
-double e2m1_value(uint8_t c);   // low nibble: (-1)^s * 2^(E-1) * (1 + m/2); E = 0: (-1)^s * m/2
-double ue8m0_value(uint8_t c);  // 2^(c-127)
+double e4m3_value(uint8_t c);      // (-1)^s * 2^(E-7) * (1 + m/8); E = 0: (-1)^s * 2^-6 * m/8
+double e2m1_value(uint8_t c);      // low nibble: (-1)^s * 2^(E-1) * (1 + m/2); E = 0: (-1)^s * m/2
+double ue8m0_value(uint8_t c);     // 2^(c-127)
+double e4m3fnuz_value(uint8_t c);  // 0x80 NaN; (-1)^s * 2^(E-8) * (1 + m/8); E = 0: 2^-7 * m/8
 
 // The magnitude code k minimising | |x| - value_k * scale | over the finite codes (scale > 0,
 // value_k * scale exact in fp64), found by a linear search; at equal distance the even code. This
@@ -20,6 +21,8 @@ double ue8m0_value(uint8_t c);  // 2^(c-127)
 // +-6.
 uint8_t e4m3_nearest(double x, double scale = 1.0);
 uint8_t e2m1_nearest(double x, double scale = 1.0);
+// e4m3fnuz: NaN -> 0x80, +-inf -> +-240, a result of magnitude 0 has no sign (0x00).
+uint8_t e4m3fnuz_nearest(double x, double scale = 1.0);
 
 // ue8m0 encoders of |x| by search over 2^-127 .. 2^127 (NaN -> 0xff; 0 -> code 0).
 uint8_t ue8m0_floor(double x);

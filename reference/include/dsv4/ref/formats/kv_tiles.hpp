@@ -1,0 +1,187 @@
+// The tile rules of SGLang's paged KV writers and readers (v41, v41_fp4, v4 / v4_fnuz): scale of a
+// tile from its maximum, element codes, decoding. One host-and-device definition that the
+// compact_pages reference and kernels both call. C++17.
+#pragma once
+
+#include <cstdint>
+
+#include "dsv4/ref/formats/bf16.hpp"
+#include "dsv4/ref/formats/e4m3.hpp"
+#include "dsv4/ref/formats/e4m3fnuz.hpp"
+#include "dsv4/ref/formats/minifloat.hpp"
+#include "dsv4/ref/formats/mxfp8.hpp"
+#include "dsv4/ref/formats/nvfp4.hpp"
+#include "dsv4/ref/formats/page_layout.hpp"
+#include "dsv4/ref/formats/ue8m0.hpp"
+
+namespace dsv4::kv {
+
+// Every tile's maximum is taken over bf16 magnitude bits (minifloat::Bf16Amax: NaN excluded and
+// flagged, +-inf is 0x7f80). Every decoded NaN is the quiet fp32 NaN 0x7fc00000 (bf16 0x7fc0), as
+// PyTorch and Triton on a GPU produce it.
+inline constexpr uint32_t kNaN32 = 0x7fc00000u;
+inline constexpr uint32_t kInfBits = 0x7f80u;  // bf16 magnitude bits of infinity
+
+DSV4_HD uint32_t canonical_nan(uint32_t f32) {
+  return (f32 & 0x7fffffffu) > 0x7f800000u ? kNaN32 : f32;
+}
+
+// ---- v41: 32 e4m3fn values per ue8m0 scale (SGLang's quantize_k_cache_v41) -------------------
+// scale = 2^ceil(log2(max(amax / 448, 1e-4))), exact on the IEEE bits: the fp32 1e-4 lies in
+// (2^-14, 2^-13], so the exponent never goes below -13 (byte 114). amax / 448 never rounds onto a
+// power of two it is not equal to (a bf16 amax has 8 significant bits), so the exponent is
+// max(-13, ceil(log2(amax / 448))) of the exact quotient. A NaN amax (torch.amax propagates NaN)
+// or an infinite one passes through to the ue8m0 NaN byte 0xff. Data = e4m3fn(x / scale), round
+// to nearest even: finite tiles never exceed 448; a NaN tile divides every value by NaN (all
+// 0x7f); an infinite tile divides by inf (finite values give +-0, 0x00 / 0x80, and +-inf gives
+// NaN 0x7f).
+inline constexpr int kV41FloorExp = -13;
+
+enum TileKind : uint8_t { kFinite = 0, kInfTile = 1, kNaNTile = 2 };
+
+struct V41Tile {
+  uint8_t sc;     // ue8m0 scale byte
+  uint8_t kind;   // TileKind
+  uint32_t bias;  // mxfp8::encode_bias(sc)
+};
+
+DSV4_HD V41Tile v41_tile(const minifloat::Bf16Amax& m) {
+  V41Tile t;
+  t.kind = m.nan ? kNaNTile : m.bits >= kInfBits ? kInfTile : kFinite;
+  if (t.kind != kFinite) {
+    t.sc = kUe8m0NaN;
+  } else {
+    const int e = mxfp8::scale_exponent(minifloat::bf16_amax_value(m));
+    t.sc = ue8m0_from_exp(e < kV41FloorExp ? kV41FloorExp : e);
+  }
+  t.bias = mxfp8::encode_bias(t.sc);
+  return t;
+}
+
+// The e4m3fn code of bf16 h (bit pattern) in a tile.
+DSV4_HD uint8_t v41_encode(uint16_t h, const V41Tile& t) {
+  if (t.kind == kFinite) return mxfp8::encode(h, t.sc, t.bias);
+  if (t.kind == kNaNTile || (h & 0x7fffu) >= kInfBits) return kE4m3NaN;
+  return uint8_t((h >> 8) & 0x80u);
+}
+
+// Reader: e4m3fn(c) * 2^(sc-127) exactly in fp32 (0x00 is 2^-127, 0xff NaN); a product past fp32
+// is inf.
+DSV4_HD uint32_t v41_decode_bits(uint8_t c, uint8_t sc) {
+  return canonical_nan(mxfp8::decode_bits(c, sc));
+}
+
+// ---- v41_fp4: 16 e2m1 values per e4m3fn scale (SGLang's quantize_k_cache_v41_fp4) -------------
+// amax counts NaN as inf. scale = e4m3fn(clamp(amax / 6, 2^-9, 448)), round to nearest even of
+// the exact quotient (the fp32 product amax * fp32(1/6) = (amax/6)(1 + 2^-25) never crosses an
+// e4m3 rounding boundary), so the scale byte is in [0x01, 0x7e] and never zero; an infinite amax
+// gives the NaN scale 0x7f. Codes are e2m1(x / scale): round to nearest even, saturating at 6,
+// the sign kept on zero (-0 and small negatives give 0x8); a NaN scale gives code 0 everywhere.
+DSV4_HD uint8_t fp4_scale(const minifloat::Bf16Amax& m) {
+  if (m.nan || m.bits >= kInfBits) return kE4m3NaN;
+  const uint8_t c = nvfp4::scale_code_bf16(m.bits);
+  return c == 0 ? uint8_t(1) : c;
+}
+
+// Reader: e2m1(nibble) * e4m3fn(sc) in fp32 (exact; sign = xor), NaN scale gives NaN.
+DSV4_HD uint32_t fp4_decode_bits(uint8_t nibble, uint8_t sc) {
+  return nvfp4::decode_bits(nibble, sc);
+}
+
+// ---- v4 / v4_fnuz: 448 fp8 values in tiles of 64 per ue8m0 scale, then 64 raw bf16 ------------
+// SGLang's V4 writer (quant_k_cache.py, a Triton kernel) with M = finfo(fp8).max, 448 for e4m3fn
+// and 240 for e4m3fnuz: scale = 2^ceil(log2(max(amax, 1e-8) / M)); the fp32 1e-8 floors the
+// exponent at -35 (e4m3fn) or -34 (e4m3fnuz). amax is tl.max, which skips NaN. Data =
+// fp8(clamp(x * 2^-e, -M, M)): round to nearest even (|x| <= amax keeps it within M); the clamp
+// (maxnum / minnum) turns NaN into -M. An infinite amax makes the scale inf and its reciprocal 0:
+// finite values give +-0 (e4m3fnuz: 0x00) and +-inf (0 * inf = NaN) gives -M; the scale byte is
+// the saturating float-to-int32 conversion of +inf plus 127, wrapped to 8 bits: 0x7e. The 8th
+// scale byte and the page padding are not written.
+inline constexpr uint32_t kV4EpsBits = 0x322bcc77u;  // fp32(1e-8)
+inline constexpr uint8_t kV4InfTileScale = 0x7e;
+
+DSV4_HD float v4_fp8_max(Fp8Flavour f) { return f == Fp8Flavour::kE4m3fnuz ? 240.0f : 448.0f; }
+
+// -M as a code.
+DSV4_HD uint8_t v4_neg_max(Fp8Flavour f) { return f == Fp8Flavour::kE4m3fnuz ? 0xff : 0xfe; }
+
+// ceil(log2(max(amax, 1e-8) / M)) for a finite amax given as fp32 bits (sign clear). With
+// a = 1.f * 2^k: M = 1.75 * 2^8 (e4m3fn) or 1.875 * 2^7 (e4m3fnuz), so the exponent is k - 8 (or
+// k - 7), plus one when 1.f > 1.75 (or 1.875).
+DSV4_HD int v4_scale_exponent(uint32_t amax_f32_bits, Fp8Flavour f) {
+  const uint32_t a = amax_f32_bits < kV4EpsBits ? kV4EpsBits : amax_f32_bits;
+  const bool fnuz = f == Fp8Flavour::kE4m3fnuz;
+  const int k = int(a >> 23) - 127;
+  return k - (fnuz ? 7 : 8) + ((a & 0x7fffffu) > (fnuz ? 0x700000u : 0x600000u) ? 1 : 0);
+}
+
+struct V4Tile {
+  uint8_t sc;    // ue8m0 scale byte
+  uint8_t kind;  // kFinite or kInfTile
+  Fp8Flavour fp8;
+  int e;          // scale exponent (finite tiles)
+  uint32_t bias;  // short-path constant (see v4_encode)
+};
+
+DSV4_HD V4Tile v4_tile(const minifloat::Bf16Amax& m, Fp8Flavour f) {
+  V4Tile t;
+  t.fp8 = f;
+  t.kind = m.bits >= kInfBits ? kInfTile : kFinite;
+  t.e = t.kind == kFinite ? v4_scale_exponent(m.bits << 16, f) : 0;
+  t.sc = t.kind == kFinite ? uint8_t(t.e + 127) : kV4InfTileScale;
+  if (f == Fp8Flavour::kE4m3fn) {
+    t.bias = mxfp8::encode_bias(t.sc);
+  } else {
+    // v = |h| - bias = (E << 7) | f with E the e4m3fnuz biased exponent of x / 2^e (= bf16
+    // exponent - e - 119). Valid while every v of the short path is a normal bf16 below inf.
+    const int b = t.e + 119;
+    t.bias = b >= 0 && b <= 238 ? uint32_t(b) << 7 : 0x80000000u;
+  }
+  return t;
+}
+
+// e4m3fnuz code of bf16 h / 2^e through the exact core (h finite).
+DSV4_FMT_NOINLINE DSV4_HD uint8_t v4_fnuz_encode_exact(uint16_t h, int e) {
+  const uint32_t a = h & 0x7fffu;
+  const uint32_t sig = a < 0x80u ? a : (0x80u | (a & 0x7fu));
+  const int exp = a < 0x80u ? -133 : int(a >> 7) - 134;
+  return e4m3fnuz_signed(uint32_t(h) >> 15, e4m3fnuz_round(sig, exp - e));
+}
+
+// The fp8 code of bf16 h (bit pattern) in a tile.
+DSV4_HD uint8_t v4_encode(uint16_t h, const V4Tile& t) {
+  const uint32_t a = h & 0x7fffu;
+  if (a > kInfBits || (t.kind == kInfTile && a == kInfBits)) return v4_neg_max(t.fp8);
+  if (t.kind == kInfTile) return t.fp8 == Fp8Flavour::kE4m3fnuz ? 0 : uint8_t((h >> 8) & 0x80u);
+  if (t.fp8 == Fp8Flavour::kE4m3fn) return mxfp8::encode(h, t.sc, t.bias);
+  // Short path: a normal quotient below 248 (v in [0x80, 0x7f7]), its 7 fraction bits rounded
+  // to 3, nearest even (a carry moves into the exponent).
+  const uint32_t v = a - t.bias;
+  if (v - 0x80u <= 0x777u)
+    return uint8_t(((uint32_t(h) >> 8) & 0x80u) | ((v + 7u + ((v >> 4) & 1u)) >> 4));
+  return v4_fnuz_encode_exact(h, t.e);
+}
+
+// Reader (SGLang's V4 dequantize, a Triton kernel): fp8(c) * exp2(sc - 127) in fp32, so 0x00 is
+// 2^-127 and 0xff is +inf (a zero code times inf is NaN); the fp8 NaN (e4m3fn 0x7f / 0xff,
+// e4m3fnuz 0x80) gives NaN. Exact but for products past fp32 (inf).
+DSV4_FMT_NOINLINE DSV4_HD uint32_t v4_decode_exact(uint8_t c, uint8_t sc, Fp8Flavour f) {
+  const bool fnuz = f == Fp8Flavour::kE4m3fnuz;
+  if (fnuz ? e4m3fnuz_is_nan(c) : e4m3_is_nan(c)) return kNaN32;
+  const minifloat::Parts p = fnuz ? e4m3fnuz_parts(c) : e4m3_parts(c);
+  if (sc == 0xff) return p.sig == 0 ? kNaN32 : (p.sign << 31) | 0x7f800000u;
+  return f32_bits(minifloat::pack_f32(p.sign, p.sig, p.exp + int(sc) - 127));
+}
+
+// Short path: a normal code (magnitude 8..0x7e / 0x7f) under a scale whose products are fp32
+// normals moves its exponent and fraction into fp32's fields.
+DSV4_HD uint32_t v4_decode_bits(uint8_t c, uint8_t sc, Fp8Flavour f) {
+  const bool fnuz = f == Fp8Flavour::kE4m3fnuz;
+  const uint32_t mag = c & 0x7fu;
+  const uint32_t rebias = fnuz ? 8u : 7u;
+  if (sc >= rebias && sc <= 239u + rebias && mag - 8u <= (fnuz ? 0x77u : 0x76u))
+    return (uint32_t(c & 0x80u) << 24) | ((mag << 20) + ((uint32_t(sc) - rebias) << 23));
+  return v4_decode_exact(c, sc, f);
+}
+
+}  // namespace dsv4::kv
