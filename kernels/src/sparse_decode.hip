@@ -9,8 +9,7 @@
 
 #include "dsv4/gpu/gpu.hpp"
 #include "dsv4/kernels/sparse_decode.hpp"
-#include "dsv4/ref/formats/mxfp8.hpp"
-#include "dsv4/ref/formats/nvfp4.hpp"
+#include "dsv4/ref/formats/kv_tiles.hpp"
 #include "dsv4/ref/fp32_math.hpp"
 
 namespace dsv4::kernels::sparse_decode {
@@ -42,7 +41,13 @@ __device__ __forceinline__ void unpack(const U4& v, uint32_t* w) {
   w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
 }
 
-// Values [32 part, 32 part + 32) of a token as 16 words of bf16 pairs (value 2i low).
+// Values [32 part, 32 part + 32) of a token as 16 words of bf16 pairs (value 2i low), decoded by
+// the shared tile readers (formats/kv_tiles.hpp) and rounded once to bf16, as SGLang reads them.
+__device__ __forceinline__ uint32_t bf16_pair(uint32_t lo_bits, uint32_t hi_bits) {
+  return uint32_t(f32_to_bf16(f32_from_bits(lo_bits)).bits) |
+         (uint32_t(f32_to_bf16(f32_from_bits(hi_bits)).bits) << 16);
+}
+
 __device__ __forceinline__ void load_part(const Cache& c, int64_t slot, int part, uint32_t* w) {
   const PageLayout L = page_layout(c.layout);
   const uint8_t* data = c.pool + L.data_row_offset(slot, c.page_size);
@@ -50,16 +55,13 @@ __device__ __forceinline__ void load_part(const Cache& c, int64_t slot, int part
   if (L.fp4) {
     uint32_t codes[4];
     unpack(*reinterpret_cast<const U4*>(data + 16 * part), codes);
-    const nvfp4::Decoder d0 = nvfp4::decoder(scale[2 * part]);
-    const nvfp4::Decoder d1 = nvfp4::decoder(scale[2 * part + 1]);
+    const uint8_t s0 = scale[2 * part], s1 = scale[2 * part + 1];
     DSV4_UNROLL
     for (int i = 0; i < 16; ++i) {
-      const nvfp4::Decoder& d = i < 8 ? d0 : d1;
-      const uint32_t lo = nvfp4::decode_bits(uint8_t((codes[i / 4] >> (8 * (i % 4))) & 0xfu), d);
-      const uint32_t hi =
-          nvfp4::decode_bits(uint8_t((codes[i / 4] >> (8 * (i % 4) + 4)) & 0xfu), d);
-      w[i] = uint32_t(f32_to_bf16(f32_from_bits(lo)).bits) |
-             (uint32_t(f32_to_bf16(f32_from_bits(hi)).bits) << 16);
+      const uint32_t byte = (codes[i / 4] >> (8 * (i % 4))) & 0xffu;
+      const uint8_t sc = i < 8 ? s0 : s1;
+      w[i] = bf16_pair(kv::fp4_decode_bits(uint8_t(byte & 0xfu), sc),
+                       kv::fp4_decode_bits(uint8_t(byte >> 4), sc));
     }
     return;
   }
@@ -74,8 +76,14 @@ __device__ __forceinline__ void load_part(const Cache& c, int64_t slot, int part
   unpack(*reinterpret_cast<const U4*>(data + 32 * part), codes);
   unpack(*reinterpret_cast<const U4*>(data + 32 * part + 16), codes + 4);
   const uint8_t sc = scale[32 * part / L.tile_values];
+  const bool v41 = c.layout == KvLayout::kV41;
   DSV4_UNROLL
-  for (int k = 0; k < 8; ++k) mxfp8::decode4_bf16(codes[k], sc, w + 2 * k);
+  for (int i = 0; i < 16; ++i) {
+    const uint8_t c0 = uint8_t(codes[i / 2] >> (16 * (i % 2)));
+    const uint8_t c1 = uint8_t(codes[i / 2] >> (16 * (i % 2) + 8));
+    w[i] = v41 ? bf16_pair(kv::v41_decode_bits(c0, sc), kv::v41_decode_bits(c1, sc))
+               : bf16_pair(kv::v4_decode_bits(c0, sc, L.fp8), kv::v4_decode_bits(c1, sc, L.fp8));
+  }
 }
 
 __device__ __forceinline__ float lo_f(uint32_t w) { return f32_from_bits(w << 16); }
@@ -253,8 +261,8 @@ bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) ==
 
 void check_cache(const char* name, const Cache& c) {
   const std::string n(name);
-  if (!kv_layout_valid(int(c.layout)) || c.layout == KvLayout::kV4Fnuz)
-    bad(n + ".layout=" + std::to_string(int(c.layout)) + " is not v41, v41_fp4 or v4");
+  if (!kv_layout_valid(int(c.layout)))
+    bad(n + ".layout=" + std::to_string(int(c.layout)) + " is not v41, v41_fp4, v4 or v4_fnuz");
   if (c.page_size <= 0) bad(n + ".page_size=" + std::to_string(c.page_size) + " must be > 0");
   if (c.num_pages < 0) bad(n + ".num_pages=" + std::to_string(c.num_pages) + " must be >= 0");
   if (c.num_pages * c.page_size > INT32_MAX)

@@ -8,8 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "dsv4/ref/formats/mxfp8.hpp"
-#include "dsv4/ref/formats/nvfp4.hpp"
+#include "dsv4/ref/compact_pages.hpp"
 
 namespace dsv4::ref::sparse_decode {
 namespace {
@@ -23,8 +22,8 @@ const double kInf = std::numeric_limits<double>::infinity();
 
 void check_cache(const char* name, const Cache& c, size_t B) {
   const std::string n(name);
-  if (!kv_layout_valid(int(c.layout)) || c.layout == KvLayout::kV4Fnuz)
-    bad(n + ".layout=" + std::to_string(int(c.layout)) + " is not v41, v41_fp4 or v4");
+  if (!kv_layout_valid(int(c.layout)))
+    bad(n + ".layout=" + std::to_string(int(c.layout)) + " is not v41, v41_fp4, v4 or v4_fnuz");
   if (c.page_size <= 0) bad(n + ".page_size=" + std::to_string(c.page_size) + " must be > 0");
   if (c.num_pages < 0) bad(n + ".num_pages=" + std::to_string(c.num_pages) + " must be >= 0");
   const size_t want = size_t(c.num_pages) * size_t(page_layout(c.layout).page_bytes(c.page_size));
@@ -117,22 +116,10 @@ void check(const Inputs& in) {
 
 void dequantize_token(const Cache& c, int64_t slot, float* out) {
   const PageLayout L = page_layout(c.layout);
-  const uint8_t* data = c.pool.data() + L.data_row_offset(slot, c.page_size);
-  const uint8_t* scale = c.pool.data() + L.scale_row_offset(slot, c.page_size);
-  if (L.fp4) {
-    for (size_t i = 0; i < kD; ++i) {
-      const uint8_t nib = uint8_t(i % 2 ? data[i / 2] >> 4 : data[i / 2] & 0xf);
-      const float v = f32_from_bits(nvfp4::decode_bits(nib, scale[i / size_t(L.tile_values)]));
-      out[i] = bf16_to_f32(f32_to_bf16(v));
-    }
-    return;
-  }
-  for (size_t i = 0; i < size_t(L.quant_values); ++i)
-    out[i] = bf16_to_f32(mxfp8::decode_bf16(data[i], scale[i / size_t(L.tile_values)]));
-  for (size_t i = size_t(L.quant_values); i < kD; ++i) {  // v4: the raw bf16 RoPE part
-    const size_t at = size_t(L.quant_values) + 2 * (i - size_t(L.quant_values));
-    out[i] = bf16_to_f32(bf16{uint16_t(data[at] | (data[at + 1] << 8))});
-  }
+  bf16 v[kD];
+  compact_pages::dequantize_token(c.layout, c.pool.data() + L.data_row_offset(slot, c.page_size),
+                                  c.pool.data() + L.scale_row_offset(slot, c.page_size), v);
+  for (size_t i = 0; i < kD; ++i) out[i] = bf16_to_f32(v[i]);
 }
 
 Keys keys_of(const Inputs& in, size_t b, size_t col_begin, size_t col_end) {

@@ -28,7 +28,8 @@ using cases::SparseDecodeShape;
 using fx::Launch;
 using ::testing::HasSubstr;
 
-constexpr KvLayout kV41 = KvLayout::kV41, kFp4 = KvLayout::kV41Fp4, kV4 = KvLayout::kV4;
+constexpr KvLayout kV41 = KvLayout::kV41, kFp4 = KvLayout::kV41Fp4, kV4 = KvLayout::kV4,
+                   kFnuz = KvLayout::kV4Fnuz;
 
 struct Param {
   size_t B, H, K;
@@ -224,8 +225,8 @@ TEST(SparseDecodeLauncher, BadArgumentsNameTheField) {
   a.q = fake<const bf16>(4098);
   EXPECT_THAT(err(a), HasSubstr("q is not 16-byte aligned"));
   a = good();
-  a.main.layout = KvLayout::kV4Fnuz;
-  EXPECT_THAT(err(a), HasSubstr("main.layout=3"));
+  a.main.layout = KvLayout(7);
+  EXPECT_THAT(err(a), HasSubstr("main.layout=7"));
   a = good();
   a.main.pool = fake<const uint8_t>(4100);
   EXPECT_THAT(err(a), HasSubstr("main.pool is not 16-byte aligned"));

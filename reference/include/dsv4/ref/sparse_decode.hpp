@@ -1,5 +1,6 @@
 // sparse_decode reference: the specification of DSV4 sparse decode attention over SGLang's paged
-// KV layouts (v41, v41_fp4, v4), with a main and an optional extra cache, sinks and split partials.
+// KV layouts (v41, v41_fp4, v4, v4_fnuz), with a main and an optional extra cache, sinks and split
+// partials.
 #pragma once
 
 #include <cstddef>
@@ -20,14 +21,15 @@ namespace dsv4::ref::sparse_decode {
 //   column j of cache c is read only when j < min(max(length[b], 0), K); there, index -1 is "no
 //   key"; any other index outside [0, num_pages * P) is an error: counted (once per column) and no
 //   key, never read; an in-range index is a key (a repeated index is a key each time).
-// A key's row is its 512 values dequantised as SGLang's readers do (code * scale in fp32, rounded
-// once to bf16; v4 values 448..511 are the raw bf16 RoPE part); it serves as K and as V (MLA).
+// A key's row is its 512 values dequantised as SGLang's readers do (compact_pages::
+// dequantize_token: code * scale in fp32, rounded once to bf16; v4 values 448..511 are the raw
+// bf16 RoPE part; the tile rules in formats/kv_tiles.hpp); it serves as K and as V (MLA).
 // With scores x_j = sm_scale * (q . k_j) (natural-log units) over every key of main and extra:
 //   out[h] = sum_j e^x_j k_j / (sum_j e^x_j + e^sink[h]),  lse[h] = log(sum_j e^x_j) (natural,
 //   the sink excluded); sink +inf gives out 0, sink -inf (or no sink) adds nothing; a query with
 //   no key gives out 0 and lse +inf whatever the sink. out is bf16, lse fp32.
 // (main, extra) pairs as SGLang's is_valid_kv_layout_pair accepts them: the same layout twice, or
-// a v41_fp4 extra next to a v41 main cache.
+// a v41_fp4 extra next to a v41 main cache. v4_fnuz (the gfx942 flavour of v4) is read as well.
 //
 // Split-KV mode. The columns of main then extra form one list of K + Ke columns; split s of S
 // covers columns [s*C, (s+1)*C), C = ceil((K + Ke) / S). Each split writes a partial in the form
