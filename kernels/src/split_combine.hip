@@ -1,7 +1,7 @@
 // split_combine kernel: one block per (batch row, head); every lane computes the row's weights in
 // the reference's fp32 order (the lse values are the same for the whole block), then merges four
-// consecutive values of o per chunk, splits in ascending order; the first chunk of up to 16 splits
-// is loaded before the weights are computed.
+// consecutive values of o per chunk, splits in ascending order; the first chunk of the first few
+// splits may be loaded before the weights are computed (Args::prefetch_splits; the same bits).
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -18,7 +18,6 @@ namespace dsv4::kernels::split_combine {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int kPre = 16;  // splits whose first chunk is loaded up front
 
 #if DSV4_GPU_NONE
 struct alignas(16) F4 {
@@ -36,6 +35,8 @@ __device__ __forceinline__ uint32_t pack(bf16 lo, bf16 hi) {
   return uint32_t(lo.bits) | (uint32_t(hi.bits) << 16);
 }
 
+// kPre: splits whose first chunk is loaded before the weights are computed (0: none).
+template <int kPre>
 __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   const int64_t row = blockIdx.x;  // b * H + h
   const int64_t b = row / a.H, h = row - b * a.H;
@@ -50,8 +51,8 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
 
   // The first chunk's values of the first kPre splits are requested before the weights are
   // known, so the memory latency overlaps the scalar work (the sums keep their order).
-  F4 pre[kPre];
-  if (threadIdx.x < d4) {
+  F4 pre[kPre > 0 ? kPre : 1];
+  if (kPre > 0 && threadIdx.x < d4) {
     DSV4_UNROLL
     for (int k = 0; k < kPre; ++k)
       if (k < n) pre[k] = o[k * split_stride + threadIdx.x];
@@ -93,7 +94,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   for (int64_t c = threadIdx.x; c < d4; c += kThreads) {
     float x = 0.0f, y = 0.0f, z = 0.0f, w = 0.0f;
     int64_t s = 0;
-    if (c == threadIdx.x) {  // the prefetched chunk
+    if (kPre > 0 && c == threadIdx.x) {  // the prefetched chunk
       DSV4_UNROLL
       for (int k = 0; k < kPre; ++k) {
         if (k >= n) break;
@@ -178,8 +179,24 @@ void combine(const Args& a, gpu::Stream s) {
     if (!a.rope.positions) bad("rope.positions is null");
     if (!a.errors) bad("errors is null (needed with rope)");
   }
-  gpu::launch(combine_kernel, dim3(unsigned(a.B * a.H)), dim3(kThreads), 0,
-              static_cast<hipStream_t>(s), a);
+  const dim3 grid(unsigned(a.B * a.H));
+  const hipStream_t st = static_cast<hipStream_t>(s);
+  switch (a.prefetch_splits) {
+    case 0:
+      gpu::launch(combine_kernel<0>, grid, dim3(kThreads), 0, st, a);
+      break;
+    case 4:
+      gpu::launch(combine_kernel<4>, grid, dim3(kThreads), 0, st, a);
+      break;
+    case 8:
+      gpu::launch(combine_kernel<8>, grid, dim3(kThreads), 0, st, a);
+      break;
+    case 16:
+      gpu::launch(combine_kernel<16>, grid, dim3(kThreads), 0, st, a);
+      break;
+    default:
+      bad("prefetch_splits=" + std::to_string(a.prefetch_splits) + " is not 0, 4, 8 or 16");
+  }
 }
 
 }  // namespace dsv4::kernels::split_combine

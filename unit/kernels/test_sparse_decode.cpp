@@ -84,6 +84,8 @@ std::vector<Param> params() {
       {1, 16, 64, kV4, 256},
       {74, 16, 64, kV41, 64},
       {1, 128, 576, kFp4, 64},
+      {4, 16, 576, kFnuz, 64},
+      {2, 64, 64, kFnuz, 1, 3, 64, kFnuz, 64},
       // a second cache: the pairs SGLang accepts
       {4, 16, 576, kV41, 64, 0, 64, kFp4, 1},
       {4, 64, 64, kFp4, 256, 0, 128, kFp4, 64},

@@ -18,11 +18,7 @@ namespace ref = ::dsv4::ref::sparse_decode;
 namespace kern = ::dsv4::kernels::sparse_decode;
 
 const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
-  auto it = in.find(name);
-  if (it == in.end())
-    throw st::FormatError("case", "in." + name, "missing",
-                          "the sparse_decode family needs this input");
-  return it->second;
+  return fx::input_of(in, name, "sparse_decode");
 }
 
 fx::CacheData cache_of(const fx::Tensors& in, const std::string& p, size_t B) {

@@ -15,11 +15,7 @@ namespace ref = ::dsv4::ref::split_combine;
 namespace kern = ::dsv4::kernels::split_combine;
 
 const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
-  auto it = in.find(name);
-  if (it == in.end())
-    throw st::FormatError("case", "in." + name, "missing",
-                          "the split_combine family needs this input");
-  return it->second;
+  return fx::input_of(in, name, "split_combine");
 }
 
 }  // namespace
