@@ -25,6 +25,9 @@ constexpr int kRow = kD + 8;  // bf16 per shared row: 16 bytes of padding spread
 struct alignas(16) U4 {
   uint32_t x, y, z, w;
 };
+struct alignas(8) uint2 {
+  uint32_t x, y;
+};
 #else
 using U4 = uint4;
 #endif
@@ -41,44 +44,45 @@ __device__ __forceinline__ void unpack(const U4& v, uint32_t* w) {
   w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
 }
 
-// Values [32 part, 32 part + 32) of a token as 16 words of bf16 pairs (value 2i low), decoded by
-// the shared tile readers (formats/kv_tiles.hpp) and rounded once to bf16, as SGLang reads them.
+// Two decoded values (fp32 bits from the shared tile readers of formats/kv_tiles.hpp) rounded once
+// to bf16, as SGLang reads them, packed with the first in the low half.
 __device__ __forceinline__ uint32_t bf16_pair(uint32_t lo_bits, uint32_t hi_bits) {
   return uint32_t(f32_to_bf16(f32_from_bits(lo_bits)).bits) |
          (uint32_t(f32_to_bf16(f32_from_bits(hi_bits)).bits) << 16);
 }
 
-__device__ __forceinline__ void load_part(const Cache& c, int64_t slot, int part, uint32_t* w) {
+// Values [32 part + 16 half, +16) of a token as 8 words of bf16 pairs (half a part at a time keeps
+// the decode's registers low on every target).
+__device__ __forceinline__ void load_half(const Cache& c, int64_t slot, int part, int half,
+                                          uint32_t* w) {
   const PageLayout L = page_layout(c.layout);
   const uint8_t* data = c.pool + L.data_row_offset(slot, c.page_size);
   const uint8_t* scale = c.pool + L.scale_row_offset(slot, c.page_size);
+  const int first = 32 * part + 16 * half;  // first value
   if (L.fp4) {
-    uint32_t codes[4];
-    unpack(*reinterpret_cast<const U4*>(data + 16 * part), codes);
-    const uint8_t s0 = scale[2 * part], s1 = scale[2 * part + 1];
+    const uint2 v = *reinterpret_cast<const uint2*>(data + first / 2);
+    const uint8_t sc = scale[first / 16];
     DSV4_UNROLL
-    for (int i = 0; i < 16; ++i) {
-      const uint32_t byte = (codes[i / 4] >> (8 * (i % 4))) & 0xffu;
-      const uint8_t sc = i < 8 ? s0 : s1;
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t byte = ((i < 4 ? v.x : v.y) >> (8 * (i % 4))) & 0xffu;
       w[i] = bf16_pair(kv::fp4_decode_bits(uint8_t(byte & 0xfu), sc),
                        kv::fp4_decode_bits(uint8_t(byte >> 4), sc));
     }
     return;
   }
-  if (32 * part >= L.quant_values) {  // v4: the raw bf16 RoPE part
+  if (first >= L.quant_values) {  // v4: the raw bf16 RoPE part
     const U4* raw =
-        reinterpret_cast<const U4*>(data + L.quant_values + 64 * (part - L.quant_values / 32));
-    DSV4_UNROLL
-    for (int k = 0; k < 4; ++k) unpack(raw[k], w + 4 * k);
+        reinterpret_cast<const U4*>(data + L.quant_values + 2 * (first - L.quant_values));
+    unpack(raw[0], w);
+    unpack(raw[1], w + 4);
     return;
   }
-  uint32_t codes[8];
-  unpack(*reinterpret_cast<const U4*>(data + 32 * part), codes);
-  unpack(*reinterpret_cast<const U4*>(data + 32 * part + 16), codes + 4);
-  const uint8_t sc = scale[32 * part / L.tile_values];
+  uint32_t codes[4];
+  unpack(*reinterpret_cast<const U4*>(data + first), codes);
+  const uint8_t sc = scale[first / L.tile_values];
   const bool v41 = c.layout == KvLayout::kV41;
   DSV4_UNROLL
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < 8; ++i) {
     const uint8_t c0 = uint8_t(codes[i / 2] >> (16 * (i % 2)));
     const uint8_t c1 = uint8_t(codes[i / 2] >> (16 * (i % 2) + 8));
     w[i] = v41 ? bf16_pair(kv::v41_decode_bits(c0, sc), kv::v41_decode_bits(c1, sc))
@@ -139,16 +143,18 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
           else if (idx != -1 && hg == 0 && part == 0)
             atomicAdd(reinterpret_cast<unsigned long long*>(a.errors), 1ull);
         }
-        uint32_t w[16];
-        if (slot >= 0) {
-          load_part(c, slot, part, w);
-        } else {
-          DSV4_UNROLL
-          for (int i = 0; i < 16; ++i) w[i] = 0u;
+#pragma unroll 1
+        for (int half = 0; half < 2; ++half) {
+          uint32_t w[8];
+          if (slot >= 0) {
+            load_half(c, slot, part, half, w);
+          } else {
+            DSV4_UNROLL
+            for (int i = 0; i < 8; ++i) w[i] = 0u;
+          }
+          sk[j][part * 4 + 2 * half] = U4{w[0], w[1], w[2], w[3]};
+          sk[j][part * 4 + 2 * half + 1] = U4{w[4], w[5], w[6], w[7]};
         }
-        DSV4_UNROLL
-        for (int i = 0; i < 4; ++i)
-          sk[j][part * 4 + i] = U4{w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]};
         if (part == 0) svalid[j] = slot >= 0;
       }
       __syncthreads();
