@@ -1,7 +1,8 @@
 // bench sparse_decode: sparse decode attention over SGLang's V4.1 pages (v41, v41_fp4), time and
 // bandwidth over the bytes it must gather (K token rows per query, q, out) against the device copy
 // ceiling measured in the same run, beside the PyTorch peer (gather + dequantise + explicit
-// softmax with the sink, eager and torch.compile) timed in the same run.
+// softmax with the sink, eager and torch.compile) timed in the same device session:
+// python3 bench/torch_peers.py sparse_decode > peers.csv; bench_sparse_decode --torch peers.csv.
 // Targets (issue 13): >= 40% of copy at B=64, Hq=128, K=2048 (both layouts); >= 3x the faster
 // torch column.
 #include <algorithm>
@@ -14,7 +15,6 @@
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/kernels/sparse_decode.hpp"
 #include "dsv4/kernels/split_combine.hpp"
-#include "torch_peer.hpp"
 
 namespace {
 
@@ -25,10 +25,6 @@ namespace ksd = kernels::sparse_decode;
 struct Case {
   KvLayout layout;
   int64_t B, H, K, P, splits;  // splits 0: the unsplit kernel; else partials + split_combine
-  std::string key() const {
-    return std::string(kv_layout_name(layout)) + "x" + std::to_string(B) + "x" + std::to_string(H) +
-           "x" + std::to_string(K) + "x" + std::to_string(P);
-  }
 };
 
 struct Result {
@@ -81,8 +77,9 @@ Result run(const Case& c, gpu::Stream s) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (!bench::require_gpu("bench_sparse_decode")) return 0;
+  const bench::Peers torch(argc, argv);
   gpu::StreamHandle stream;
   std::vector<Case> cases;
   for (KvLayout l : {KvLayout::kV41, KvLayout::kV41Fp4}) {
@@ -94,24 +91,18 @@ int main() {
   std::vector<Result> results;
   for (const Case& c : cases) results.push_back(run(c, stream));
 
-  std::string args = "sparse_decode";
-  for (const Case& c : cases)
-    if (c.splits == 0)
-      args += std::string(" ") + kv_layout_name(c.layout) + "," + std::to_string(c.B) + "," +
-              std::to_string(c.H) + "," + std::to_string(c.K) + "," + std::to_string(c.P);
-  const bench::TorchPeer torch = bench::run_torch_peer(args);
-
   bench::Table table({"layout", "B", "Hq", "K", "P", "splits", "MB gathered", "us", "GB/s",
                       "copy GB/s", "of copy", "torch eager us", "torch.compile us", "vs best torch",
                       "targets", ""});
   int missed = 0;
   for (const Result& r : results) {
     const double gbps = r.bytes / (r.us * 1e3);
-    const std::string key = "sparse_decode/" + r.c.key();
+    const std::string peer = std::string("sparse_decode ") + kv_layout_name(r.c.layout) + " H" +
+                             std::to_string(r.c.H) + " P" + std::to_string(r.c.P);
     double best = 0;
-    for (const char* m : {"/eager", "/compile"})
-      if (auto it = torch.us.find(key + m); it != torch.us.end())
-        best = best == 0 ? it->second : std::min(best, it->second);
+    for (const char* m : {"eager ", "compile "})
+      if (const auto v = torch.us(m + peer, r.c.B, r.c.K))
+        best = best == 0 ? *v : std::min(best, *v);
     std::string target, verdict;
     if (r.c.B == 64) {
       target = ">= 40% of copy, >= 3x torch";
@@ -119,17 +110,16 @@ int main() {
       verdict = met ? "met" : "MISSED";
       missed += !met;
     }
-    table.row({kv_layout_name(r.c.layout), std::to_string(r.c.B), std::to_string(r.c.H),
-               std::to_string(r.c.K), std::to_string(r.c.P),
-               r.c.splits ? std::to_string(r.c.splits) + " + combine" : "-",
-               bench::fmt("%.2f", r.bytes / 1e6), bench::fmt("%.2f", r.us),
-               bench::fmt("%.0f", gbps), bench::fmt("%.0f", r.copy_gbps),
-               bench::fmt("%.0f%%", 100 * gbps / r.copy_gbps), torch.cell(key + "/eager"),
-               torch.cell(key + "/compile"), best > 0 ? bench::fmt("%.1fx", best / r.us) : "n/a",
-               target, verdict});
+    table.row(
+        {kv_layout_name(r.c.layout), std::to_string(r.c.B), std::to_string(r.c.H),
+         std::to_string(r.c.K), std::to_string(r.c.P),
+         r.c.splits ? std::to_string(r.c.splits) + " + combine" : "-",
+         bench::fmt("%.2f", r.bytes / 1e6), bench::fmt("%.2f", r.us), bench::fmt("%.0f", gbps),
+         bench::fmt("%.0f", r.copy_gbps), bench::fmt("%.0f%%", 100 * gbps / r.copy_gbps),
+         torch.cell("eager " + peer, r.c.B, r.c.K), torch.cell("compile " + peer, r.c.B, r.c.K),
+         best > 0 ? bench::fmt("%.1fx", best / r.us) : "n/a", target, verdict});
   }
   table.print();
-  if (!torch.note.empty()) std::printf("torch columns: %s\n", torch.note.c_str());
   std::printf("torch peer: the same shapes, every index a key, the sink included\n");
   std::printf("targets: %s\n", missed ? "some MISSED (see the table)" : "all met");
   return 0;

@@ -1,10 +1,11 @@
 // bench split_combine: the merge of split-KV partials against the device copy ceiling measured in
-// the same run, beside the PyTorch expression (eager and torch.compile) timed in the same run.
+// the same run, beside the PyTorch expression (eager and torch.compile) timed in the same device
+// session: python3 bench/torch_peers.py split_combine > peers.csv; bench_split_combine --torch
+// peers.csv.
 // Targets (issue 13): >= 60% of copy at B=64 S=8 H=128 D=512, <= 10 us at B=1 S=16 H=128 D=512.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,6 @@
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/kernels/split_combine.hpp"
 #include "dsv4/ref/kv_store.hpp"
-#include "torch_peer.hpp"
 
 namespace {
 
@@ -27,10 +27,6 @@ struct Case {
   bool sink, rope;
   std::string target;  // "" or the issue's target
   int prefetch = ksc::Args{}.prefetch_splits;
-  std::string key() const {
-    return std::to_string(B) + "x" + std::to_string(S) + "x" + std::to_string(H) + "x" +
-           std::to_string(D);
-  }
 };
 
 struct Result {
@@ -89,8 +85,9 @@ Result run(const Case& c, gpu::Stream s) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   if (!bench::require_gpu("bench_split_combine")) return 0;
+  const bench::Peers torch(argc, argv);
   gpu::StreamHandle stream;
   const std::vector<Case> cases = {
       {1, 16, 128, 512, true, false, "<= 10 us"}, {1, 16, 128, 512, true, true, ""},
@@ -100,38 +97,30 @@ int main() {
   std::vector<Result> results;
   for (const Case& c : cases) results.push_back(run(c, stream));
 
-  std::string args = "split_combine";
-  std::set<std::string> shapes;  // each shape once
-  for (const Case& c : cases)
-    if (shapes.insert(c.key()).second)
-      args += " " + std::to_string(c.B) + "," + std::to_string(c.S) + "," + std::to_string(c.H) +
-              "," + std::to_string(c.D);
-  const bench::TorchPeer torch = bench::run_torch_peer(args);
-
   bench::Table table({"B", "S", "H", "D", "sink", "rope", "prefetch", "MB moved", "us", "GB/s",
                       "copy GB/s", "of copy", "torch eager us", "torch.compile us", "vs compile",
                       "target", ""});
   int missed = 0;
   for (const Result& r : results) {
     const double gbps = r.bytes / (r.us * 1e3);
-    const std::string key = "split_combine/" + r.c.key();
-    const auto it = torch.us.find(key + "/compile");
-    table.row({std::to_string(r.c.B), std::to_string(r.c.S), std::to_string(r.c.H),
-               std::to_string(r.c.D), r.c.sink ? "yes" : "no", r.c.rope ? "yes" : "no",
-               std::to_string(r.c.prefetch) +
-                   (r.c.prefetch == ksc::Args{}.prefetch_splits ? " (default)" : ""),
-               bench::fmt("%.2f", r.bytes / 1e6), bench::fmt("%.2f", r.us),
-               bench::fmt("%.0f", gbps), bench::fmt("%.0f", r.copy_gbps),
-               bench::fmt("%.0f%%", 100 * gbps / r.copy_gbps), torch.cell(key + "/eager"),
-               torch.cell(key + "/compile"),
-               it == torch.us.end() ? "n/a" : bench::fmt("%.1fx", it->second / r.us), r.c.target,
-               r.c.target.empty() ? ""
-               : r.met            ? "met"
-                                  : "MISSED"});
+    const std::string peer =
+        "split_combine S" + std::to_string(r.c.S) + " H" + std::to_string(r.c.H);
+    const auto compiled = torch.us("compile " + peer, r.c.B, r.c.D);
+    table.row(
+        {std::to_string(r.c.B), std::to_string(r.c.S), std::to_string(r.c.H), std::to_string(r.c.D),
+         r.c.sink ? "yes" : "no", r.c.rope ? "yes" : "no",
+         std::to_string(r.c.prefetch) +
+             (r.c.prefetch == ksc::Args{}.prefetch_splits ? " (default)" : ""),
+         bench::fmt("%.2f", r.bytes / 1e6), bench::fmt("%.2f", r.us), bench::fmt("%.0f", gbps),
+         bench::fmt("%.0f", r.copy_gbps), bench::fmt("%.0f%%", 100 * gbps / r.copy_gbps),
+         torch.cell("eager " + peer, r.c.B, r.c.D), torch.cell("compile " + peer, r.c.B, r.c.D),
+         compiled ? bench::fmt("%.1fx", *compiled / r.us) : "n/a", r.c.target,
+         r.c.target.empty() ? ""
+         : r.met            ? "met"
+                            : "MISSED"});
     missed += !r.met && r.c.prefetch == ksc::Args{}.prefetch_splits;
   }
   table.print();
-  if (!torch.note.empty()) std::printf("torch columns: %s\n", torch.note.c_str());
   std::printf("torch peer: the same expression for every row (sink always; no inverse RoPE)\n");
   std::printf("targets (default prefetch): %s\n",
               missed ? "some MISSED (see the table)" : "all met");
