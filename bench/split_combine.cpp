@@ -26,7 +26,6 @@ struct Case {
   int64_t B, S, H, D;
   bool sink, rope;
   std::string target;  // "" or the target
-  int prefetch = ksc::Args{}.prefetch_splits;
 };
 
 struct Result {
@@ -66,7 +65,6 @@ Result run(const Case& c, gpu::Stream s) {
   a.out = out.p;
   a.out_lse = out_lse.p;
   a.errors = errors.p;
-  a.prefetch_splits = c.prefetch;
   const double us = bench::median_us(
       [&](int i, gpu::Stream st) {
         a.o = o[size_t(i % sets)]->p;
@@ -97,9 +95,8 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
   for (const Case& c : cases) results.push_back(run(c, stream));
 
-  bench::Table table({"B", "S", "H", "D", "sink", "rope", "prefetch", "MB moved", "us", "GB/s",
-                      "copy GB/s", "of copy", "torch eager us", "torch.compile us", "vs compile",
-                      "target", ""});
+  bench::Table table({"B", "S", "H", "D", "sink", "rope", "MB moved", "us", "GB/s", "copy GB/s",
+                      "of copy", "torch eager us", "torch.compile us", "vs compile", "target", ""});
   int missed = 0;
   for (const Result& r : results) {
     const double gbps = r.bytes / (r.us * 1e3);
@@ -108,21 +105,18 @@ int main(int argc, char** argv) {
     const auto compiled = torch.us("compile " + peer, r.c.B, r.c.D);
     table.row(
         {std::to_string(r.c.B), std::to_string(r.c.S), std::to_string(r.c.H), std::to_string(r.c.D),
-         r.c.sink ? "yes" : "no", r.c.rope ? "yes" : "no",
-         std::to_string(r.c.prefetch) +
-             (r.c.prefetch == ksc::Args{}.prefetch_splits ? " (default)" : ""),
-         bench::fmt("%.2f", r.bytes / 1e6), bench::fmt("%.2f", r.us), bench::fmt("%.0f", gbps),
-         bench::fmt("%.0f", r.copy_gbps), bench::fmt("%.0f%%", 100 * gbps / r.copy_gbps),
-         torch.cell("eager " + peer, r.c.B, r.c.D), torch.cell("compile " + peer, r.c.B, r.c.D),
+         r.c.sink ? "yes" : "no", r.c.rope ? "yes" : "no", bench::fmt("%.2f", r.bytes / 1e6),
+         bench::fmt("%.2f", r.us), bench::fmt("%.0f", gbps), bench::fmt("%.0f", r.copy_gbps),
+         bench::fmt("%.0f%%", 100 * gbps / r.copy_gbps), torch.cell("eager " + peer, r.c.B, r.c.D),
+         torch.cell("compile " + peer, r.c.B, r.c.D),
          compiled ? bench::fmt("%.1fx", *compiled / r.us) : "n/a", r.c.target,
          r.c.target.empty() ? ""
          : r.met            ? "met"
                             : "MISSED"});
-    missed += !r.met && r.c.prefetch == ksc::Args{}.prefetch_splits;
+    missed += !r.met;
   }
   table.print();
   std::printf("torch peer: the same expression for every row (sink always; no inverse RoPE)\n");
-  std::printf("targets (default prefetch): %s\n",
-              missed ? "some MISSED (see the table)" : "all met");
+  std::printf("targets: %s\n", missed ? "some MISSED (see the table)" : "all met");
   return 0;
 }

@@ -1,7 +1,6 @@
 // split_combine kernel: one block per (batch row, head); every lane computes the row's weights in
 // the reference's fp32 order (the lse values are the same for the whole block), then merges four
-// consecutive values of o per chunk, splits in ascending order; the first chunk of the first few
-// splits may be loaded before the weights are computed (Args::prefetch_splits; the same bits).
+// consecutive values of o per chunk, splits in ascending order.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -35,8 +34,6 @@ __device__ __forceinline__ uint32_t pack(bf16 lo, bf16 hi) {
   return uint32_t(lo.bits) | (uint32_t(hi.bits) << 16);
 }
 
-// kPre: splits whose first chunk is loaded before the weights are computed (0: none).
-template <int kPre>
 __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   const int64_t row = blockIdx.x;  // b * H + h
   const int64_t b = row / a.H, h = row - b * a.H;
@@ -46,17 +43,6 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   const float* lse = a.lse + b * S * a.H + h;  // split s at lse[s * H]
   const int64_t d4 = a.D / 4;
   U2* out = reinterpret_cast<U2*>(a.out + row * a.D);
-  const F4* o = reinterpret_cast<const F4*>(a.o + (b * S * a.H + h) * a.D);
-  const int64_t split_stride = a.H * d4;  // in F4
-
-  // The first chunk's values of the first kPre splits are requested before the weights are
-  // known, so the memory latency overlaps the scalar work (the sums keep their order).
-  F4 pre[kPre > 0 ? kPre : 1];
-  if (kPre > 0 && threadIdx.x < d4) {
-    DSV4_UNROLL
-    for (int k = 0; k < kPre; ++k)
-      if (k < n) pre[k] = o[k * split_stride + threadIdx.x];
-  }
 
   float m = -f32m::inf();
   for (int64_t s = 0; s < n; ++s) m = fmaxf(m, lse[s * a.H]);
@@ -89,24 +75,13 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   for (int64_t s = 0; s < n; ++s) den = den + f32m::exp2(lse[s * a.H] - ms);
   den = den + f32m::exp2(sk - ms);
 
+  const F4* o = reinterpret_cast<const F4*>(a.o + (b * S * a.H + h) * a.D);
+  const int64_t split_stride = a.H * d4;  // in F4
   const int64_t tail = a.D - a.rope.rope_dim;
   const float* cs = rope ? a.rope.cos_sin + pos * a.rope.rope_dim : nullptr;
   for (int64_t c = threadIdx.x; c < d4; c += kThreads) {
     float x = 0.0f, y = 0.0f, z = 0.0f, w = 0.0f;
     int64_t s = 0;
-    if (kPre > 0 && c == threadIdx.x) {  // the prefetched chunk
-      DSV4_UNROLL
-      for (int k = 0; k < kPre; ++k) {
-        if (k >= n) break;
-        const float al = f32m::exp2(lse[k * a.H] - ms);
-        if (al == 0.0f) continue;
-        x = x + al * pre[k].x;
-        y = y + al * pre[k].y;
-        z = z + al * pre[k].z;
-        w = w + al * pre[k].w;
-      }
-      s = n < kPre ? n : kPre;
-    }
     // Four splits' loads in flight before their sums (the order of the sums is unchanged).
     for (; s + 4 <= n; s += 4) {
       F4 v[4];
@@ -154,14 +129,6 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   throw std::invalid_argument("split_combine::combine: " + what);
 }
 
-const char* prefetch_choices() {
-#if DSV4_GPU_HIP
-  return "0, 4";
-#else
-  return "0, 4, 8";
-#endif
-}
-
 bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) % n) == 0; }
 
 }  // namespace
@@ -187,24 +154,8 @@ void combine(const Args& a, gpu::Stream s) {
     if (!a.rope.positions) bad("rope.positions is null");
     if (!a.errors) bad("errors is null (needed with rope)");
   }
-  const dim3 grid(unsigned(a.B * a.H));
-  const hipStream_t st = static_cast<hipStream_t>(s);
-  switch (a.prefetch_splits) {
-    case 0:
-      gpu::launch(combine_kernel<0>, grid, dim3(kThreads), 0, st, a);
-      break;
-    case 4:
-      gpu::launch(combine_kernel<4>, grid, dim3(kThreads), 0, st, a);
-      break;
-#if !DSV4_GPU_HIP  // AMD spills registers with 8 (gfx942)
-    case 8:
-      gpu::launch(combine_kernel<8>, grid, dim3(kThreads), 0, st, a);
-      break;
-#endif
-    default:
-      bad("prefetch_splits=" + std::to_string(a.prefetch_splits) + " is not one of " +
-          prefetch_choices());
-  }
+  gpu::launch(combine_kernel, dim3(unsigned(a.B * a.H)), dim3(kThreads), 0,
+              static_cast<hipStream_t>(s), a);
 }
 
 }  // namespace dsv4::kernels::split_combine

@@ -27,12 +27,8 @@ struct Args {
   const int32_t* n_splits = nullptr;   // [B], clamped to [0, S]; null: S for every row
   const float* sink = nullptr;         // [H] natural-log units, or null
   Rope rope;
-  bf16* out = nullptr;       // [B, H, D]
-  float* out_lse = nullptr;  // [B, H], natural log, sink excluded; +inf: empty row
-  // Splits whose first chunk of values is requested before the weights are computed, so memory
-  // latency overlaps the scalar work: 0, 4, or (not on AMD, where it spills) 8; more registers,
-  // fewer blocks per SM. Every choice gives the same bits; bench_split_combine times each.
-  int prefetch_splits = 4;
+  bf16* out = nullptr;        // [B, H, D]
+  float* out_lse = nullptr;   // [B, H], natural log, sink excluded; +inf: empty row
   int64_t* errors = nullptr;  // positions outside the table (one per batch row); may be
                               // null when there is no RoPE
 };
