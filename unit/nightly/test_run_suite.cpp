@@ -74,7 +74,7 @@ class RunSuite : public ::testing::Test {
     json e2e = {
         {"kind", "e2e"},
         {"runs_on", "linux-mi35x-gpu-8"},
-        {"timeout_minutes", 10},
+        {"timeout_minutes", 40},
         {"container", {{"image", "img"}}},
         {"sources",
          {{"container.image", "t"},
@@ -113,7 +113,7 @@ class RunSuite : public ::testing::Test {
     missing["run"]["command"] = {"dsv4-eval-absent", "--url", "{url}"};
     json kernels = {{"kind", "kernels"},
                     {"runs_on", "linux-mi35x-gpu-8"},
-                    {"timeout_minutes", 10},
+                    {"timeout_minutes", 70},
                     {"container", {{"image", "rocm"}}},
                     {"build", {{"preset", "hip"}}},
                     {"ctest",

@@ -31,7 +31,7 @@ class RunSuiteEndToEnd : public ::testing::Test {
     json suite = {{"name", "e2e-test-server"},
                   {"kind", "e2e"},
                   {"runs_on", "linux-mi35x-gpu-8"},
-                  {"timeout_minutes", 5},
+                  {"timeout_minutes", 40},
                   {"container", {{"image", "img"}}},
                   {"sources",
                    {{"container.image", "t"},
