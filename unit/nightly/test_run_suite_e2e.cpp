@@ -25,27 +25,27 @@ class RunSuiteEndToEnd : public ::testing::Test {
 
   // One e2e suite: the test server with `server_flags`, GSM8K over its 40 questions.
   Registry registry(const std::vector<std::string>& server_flags, int ready_timeout_s) {
-    json server = {DSV4_TEST_SERVER_BIN, "--data",     data_, "--port", "0",
-                   "--port-file",        "{port_file}"};
+    json server = {DSV4_TEST_SERVER_BIN, "--data",      data_,     "--port", "0",
+                   "--port-file",        "{port_file}", "--model", "{model}"};
     for (const auto& f : server_flags) server.push_back(f);
-    json suite = {
-        {"name", "e2e-test-server"},
-        {"kind", "e2e"},
-        {"runs_on", "linux-mi35x-gpu-8"},
-        {"timeout_minutes", 5},
-        {"build", {{"preset", "cpu"}}},
-        {"server",
-         {{"command", server}, {"ready_timeout_s", ready_timeout_s}, {"stop_grace_s", 5}}},
-        {"run",
-         {{"command",
-           {DSV4_EVAL_BIN, "gsm8k", "--url", "{url}", "--data", data_, "--num-questions", "40",
-            "--parallel", "8", "--progress-interval", "0", "--out", "{out}"}},
-          {"gates", {"accuracy>0.92", "accept_length>3.0"}},
-          {"timeout_s", 60}}}};
-    json doc = {{"schema", 1},
-                {"nightly", {{"cron", "0 2 * * *"}}},
-                {"pr", {{"deps_command", "true"}, {"test_command", "true"}}},
-                {"suites", {suite}}};
+    json suite = {{"name", "e2e-test-server"},
+                  {"kind", "e2e"},
+                  {"runs_on", "linux-mi35x-gpu-8"},
+                  {"timeout_minutes", 40},
+                  {"container", {{"image", "img"}}},
+                  {"sources", test::e2e_sources()},
+                  {"server",
+                   {{"model", "dsv4/test-model"},
+                    {"command", server},
+                    {"ready_timeout_s", ready_timeout_s},
+                    {"stop_grace_s", 5}}},
+                  {"run",
+                   {{"command",
+                     {DSV4_EVAL_BIN, "gsm8k", "--url", "{url}", "--data", data_, "--num-questions",
+                      "40", "--parallel", "8", "--progress-interval", "0", "--out", "{out}"}},
+                    {"gates", {"accuracy>0.92", "accept_length>3.0"}},
+                    {"timeout_s", 60}}}};
+    json doc = test::registry_doc(json::array({suite}));
     return parse_registry(doc, "e2e-test-suites.json");
   }
 
