@@ -62,7 +62,8 @@ double expect_within_fp64_bound(const KvStoreCase& c, const fx::CaseRun& run) {
     }
   }
   EXPECT_TRUE(fx::close(got, want64, fx::Shape{got.size() / W, W},
-                        {.allow_all_zero = got.empty(), .bound = bound}, {.name = "stored vs fp64"}));
+                        {.allow_all_zero = got.empty(), .bound = bound},
+                        {.name = "stored vs fp64"}));
   return use;
 }
 

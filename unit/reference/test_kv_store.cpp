@@ -320,8 +320,8 @@ TEST(KvStoreNormRope, SpecialRowsFollowTheSpecification) {
   for (bf16 v : store(x)) EXPECT_TRUE(is_nan(v)) << "a NaN makes the row NaN";
   fx::Rng rng(fx::test_seed());
   for (bf16& v : x) v = f32_to_bf16(float(rng.normal()));
-  x[5].bits = 0x7f80;        // +inf outside the RoPE part
-  x[W - 1].bits = 0xff80;    // -inf in the RoPE part: its pair (W-2, W-1) is NaN
+  x[5].bits = 0x7f80;      // +inf outside the RoPE part
+  x[W - 1].bits = 0xff80;  // -inf in the RoPE part: its pair (W-2, W-1) is NaN
   const auto inf_row = store(x);
   for (size_t j = 0; j < W; ++j)
     EXPECT_TRUE(j == 5 || j >= W - 2 ? is_nan(inf_row[j]) : is_zero(inf_row[j])) << j;

@@ -182,21 +182,5 @@ TEST_F(KvStoreAdapter, MalformedCasesExitTwo) {
   EXPECT_THAT(r.report, HasSubstr("tensor 'in.positions' field 'missing'"));
 }
 
-// On a GPU: the kernel's outputs for both variants match the reference through the replay.
-TEST_F(KvStoreAdapter, DeviceReplayMatchesTheReference) {
-  std::string why;
-  if (!gpu::available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
-  for (bool fused : {false, true}) {
-    SCOPED_TRACE(fused ? "fused" : "scatter");
-    if (fused) add_norm_rope(true);
-    fx::Case c = c_;
-    c.want = reference();
-    const std::string p = (dir_ / "device.safetensors").string();
-    c.write(p);
-    const Result r = run({p, "", Mode::kDevice});
-    EXPECT_EQ(r.exit_code, 0) << r.report;
-  }
-}
-
 }  // namespace
 }  // namespace dsv4::replay

@@ -95,7 +95,7 @@ Views views(const fx::Tensors& in, bool fused) {
   const size_t n_pos = k.rope_dim ? k.cos_sin.size() / k.rope_dim : 0;
   const ref::Fp64Bounds b = ref::norm_rope_bounds(k.kv, k.T, k.layout, k.norm_rope());
   std::vector<double> gw, ww, bound;  // written rows: got vs fp64, within the derived bound
-  std::vector<bf16> gu, wu;    // the rest: got vs the pool's expected bits
+  std::vector<bf16> gu, wu;           // the rest: got vs the pool's expected bits
   std::vector<uint8_t> written(w.size(), 0);
   const size_t P = k.layout.pool(), W = k.layout.width;
   for (size_t t = 0; t < k.T; ++t) {
