@@ -136,6 +136,34 @@ st::Tensor nan_as_one(const st::Tensor& t) {
   return c;
 }
 
+// Redraws every stored row until its bf16 values under `lanes` differ from those of another lane
+// count in at least one place (bf16 rounding hides most fp32 reorderings; these rows do not).
+void make_order_sensitive(fx::Tensors& in, fx::Rng& rng, size_t lanes) {
+  const Views v = views(in, true);
+  const ref::NormRope p = v.norm_rope();
+  const size_t W = v.layout.width, S = v.layout.src();
+  auto kv = fx::values_of<bf16>(in.at("kv"), "in.kv");
+  std::vector<float> a(W), b(W);
+  for (size_t t = 0; t < v.T; ++t) {
+    if (v.loc[t] < 0 || size_t(v.loc[t]) >= v.rows || v.positions[t] < 0 ||
+        size_t(v.positions[t]) >= p.n_pos())
+      continue;
+    for (int attempt = 0; attempt < 20000; ++attempt) {
+      ref::norm_rope_row_f32(&kv[t * S], W, p, v.positions[t], lanes, a.data());
+      bool differs = false;
+      for (size_t other : {1, 2, 4, 8, 16, 32, 64}) {
+        if (other == lanes || differs) continue;
+        ref::norm_rope_row_f32(&kv[t * S], W, p, v.positions[t], other, b.data());
+        for (size_t j = 0; j < W && !differs; ++j)
+          differs = f32_to_bf16(a[j]).bits != f32_to_bf16(b[j]).bits;
+      }
+      if (differs) break;
+      const auto row = scaled_rows(rng, 1, W);
+      std::copy(row.begin(), row.end(), kv.begin() + t * S);
+    }
+  }
+}
+
 }  // namespace
 
 void plant_special_rows(fx::Tensors& in) {
@@ -183,6 +211,7 @@ std::string KvStoreShape::str() const {
   if (src_stride) os << " src_stride=" << src_stride;
   if (pool_stride) os << " pool_stride=" << pool_stride;
   if (lanes) os << " lanes=" << lanes;
+  if (order_sensitive) os << " order-sensitive";
   return os.str();
 }
 
@@ -231,6 +260,7 @@ fx::Tensors KvStoreCase::draw(fx::Rng& rng) const {
                                           ref::rope_table(size_t(s.n_pos), rope_dim));
     in["eps"] = st::Tensor::scalar<float>(kEps);
     in["lanes"] = st::Tensor::scalar<int32_t>(s.lanes);
+    if (s.order_sensitive) make_order_sensitive(in, rng, size_t(s.lanes));
   }
   return in;
 }

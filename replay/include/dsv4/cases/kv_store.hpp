@@ -30,6 +30,9 @@ struct KvStoreShape {
   int lanes = 0;            // 0: scatter_rows; 16, 32, 64: norm_rope_store with that many lanes
   int64_t n_pos = 0;        // rows of the RoPE table; 0: clamp(4T, 64, 4096)
   fx::IndexMix mix{};       // how loc is drawn (hostile values mixed in)
+  // Fused store: redraw each stored row until its bf16 values under this lane count differ from
+  // those under some other lane count, so the case pins the fp32 summation order (golden files).
+  bool order_sensitive = false;
   std::string str() const;  // "T=64 R=99 W=512 lanes=32", strides when set
 };
 
