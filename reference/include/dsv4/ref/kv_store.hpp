@@ -27,7 +27,7 @@ namespace dsv4::ref::kv_store {
 //   y_j = (x_j * inv) * weight[j]
 // then interleaved RoPE on the last `rope_dim` values (pairs (2i, 2i+1) counted from the start of
 // the RoPE part): r' = r*cos_i - m*sin_i, m' = r*sin_i + m*cos_i, with cos_i = cos_sin[p, 2i] and
-// sin_i = cos_sin[p, 2i+1] for the row's position p. DESIGN.md leaves the table open; this is the
+// sin_i = cos_sin[p, 2i+1] for the row's position p. The design leaves the table open; this is the
 // layout SGLang's DSV4 KV store reads: freqs_cis, complex64 [max_pos, rope_dim/2], viewed as fp32
 // [max_pos, rope_dim] of (cos, sin) pairs. Then one round-to-nearest-even bf16 cast of every value,
 // then the same scatter.
