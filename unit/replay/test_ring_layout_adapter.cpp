@@ -20,6 +20,16 @@ using cases::RingLayoutCase;
 using cases::RingLayoutShape;
 using ::testing::HasSubstr;
 
+// A ring_layout case holding only the geometry scalars.
+fx::Case geometry(int64_t ring, int64_t win, int64_t n_slots) {
+  fx::Case c;
+  c.family = "ring_layout";
+  c.inputs["ring"] = st::Tensor::scalar<int64_t>(ring);
+  c.inputs["win"] = st::Tensor::scalar<int64_t>(win);
+  c.inputs["n_slots"] = st::Tensor::scalar<int64_t>(n_slots);
+  return c;
+}
+
 class RingLayoutAdapter : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -78,11 +88,7 @@ TEST_F(RingLayoutAdapter, ChangedRowIsReportedWithItsCoordinates) {
 
 // A case from elsewhere may hold one launcher's inputs only (here verify_locs).
 TEST_F(RingLayoutAdapter, OneLauncherAlone) {
-  fx::Case c;
-  c.family = "ring_layout";
-  c.inputs["ring"] = st::Tensor::scalar<int64_t>(128);
-  c.inputs["win"] = st::Tensor::scalar<int64_t>(125);
-  c.inputs["n_slots"] = st::Tensor::scalar<int64_t>(4);
+  fx::Case c = geometry(128, 125, 4);
   c.inputs["batch_slot"] = st::Tensor::of(std::vector<int64_t>{2, -1});
   c.inputs["verify_pos"] = st::Tensor::of<int64_t>({2, 2}, {130, 131, 5, 6});
   c.inputs["commit_len"] = st::Tensor::of(std::vector<int32_t>{1, 2});
@@ -93,11 +99,7 @@ TEST_F(RingLayoutAdapter, OneLauncherAlone) {
 }
 
 TEST_F(RingLayoutAdapter, CasesThatDoNotFitExitTwo) {
-  fx::Case c;
-  c.family = "ring_layout";
-  c.inputs["ring"] = st::Tensor::scalar<int64_t>(4);
-  c.inputs["win"] = st::Tensor::scalar<int64_t>(6);
-  c.inputs["n_slots"] = st::Tensor::scalar<int64_t>(1);
+  fx::Case c = geometry(4, 6, 1);
   c.got["errors"] = st::Tensor::scalar<int64_t>(0);
   Result r = replay(c, "ring");
   EXPECT_EQ(r.exit_code, 2) << r.report;
