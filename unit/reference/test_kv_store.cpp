@@ -295,7 +295,8 @@ TEST(KvStoreNormRope, Fp32OrderAgreesWithFp64WithinTheDerivedBounds) {
       for (size_t i = 0; i < pool.size(); ++i)
         use = std::max(use, std::fabs(double(bf16_to_f32(pool[i])) - b.value[i]) / b.stored[i]);
       ::testing::Test::RecordProperty(
-          "max_bound_use_W" + std::to_string(W) + "_L" + std::to_string(lanes), std::to_string(use));
+          "max_bound_use_W" + std::to_string(W) + "_L" + std::to_string(lanes),
+          std::to_string(use));
       std::printf("W=%zu lanes=%zu: largest |stored - fp64| / bound = %.3f\n", W, lanes, use);
       EXPECT_GT(use, 0.5) << "the stored bound is not tight";
       EXPECT_LE(use, 1.0);
