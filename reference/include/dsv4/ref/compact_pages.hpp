@@ -14,7 +14,7 @@
 
 namespace dsv4::ref::compact_pages {
 
-// Semantics. A page row stores one token's 512 values (DESIGN.md section 3, item 4):
+// Semantics. A page row stores one token's 512 values (docs/DESIGN.md, compact_pages):
 //   MXFP8-528: bytes 0..511 are e4m3 codes (value i in byte i), bytes 512..527 are the ue8m0 scales
 //              of the 16 blocks of 32 values (block b covers values 32b..32b+31).
 //   NVFP4-288: bytes 0..255 hold e2m1 pairs (value 2i in the low nibble of byte i, value 2i+1 in
