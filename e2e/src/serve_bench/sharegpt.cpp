@@ -89,12 +89,8 @@ std::vector<BenchRequest> random_sharegpt_workload(
     throw std::invalid_argument("seed=" + std::to_string(s.seed) +
                                 ": must be below 2^32 (numpy's np.random.seed)");
   NumpyRandomState rs(uint32_t(s.seed));
-  auto lens = [&](int64_t full) {
-    return rs.randint(std::max<int64_t>(int64_t(double(full) * s.range_ratio), 1), full + 1,
-                      s.num_prompts);
-  };
-  const auto in_lens = lens(s.input_len);
-  const auto out_lens = lens(s.output_len);
+  const auto in_lens = compute_random_lens(rs, s.input_len, s.range_ratio, s.num_prompts);
+  const auto out_lens = compute_random_lens(rs, s.output_len, s.range_ratio, s.num_prompts);
   PythonRandom pr(s.seed);
   pr.shuffle(conversations);
   std::vector<BenchRequest> reqs;
@@ -120,11 +116,7 @@ std::vector<BenchRequest> random_sharegpt_workload(
     throw std::invalid_argument("dataset-path: " + std::to_string(reqs.size()) +
                                 " usable conversations, fewer than --num-prompts " +
                                 std::to_string(s.num_prompts));
-  double t = 0;
-  for (auto& r : reqs) {
-    r.send_at_s = t;
-    if (s.request_rate && !std::isinf(*s.request_rate)) t += rs.exponential(1.0 / *s.request_rate);
-  }
+  exponential_arrivals(rs, s.request_rate, reqs);
   return reqs;
 }
 
