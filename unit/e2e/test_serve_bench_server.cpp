@@ -22,6 +22,7 @@ using dsv4::e2e_test::run_eval;
 using dsv4::e2e_test::slurp;
 using dsv4::test_server::TestServer;
 using dsv4::test_server::TestServerConfig;
+using nlohmann::json;
 
 // Timing tolerance. A planted sleep is a lower bound (a measurement can come out lower only by the
 // delivery jitter of one chunk, kBelowMs); scheduling can only add to it. How much it adds is the
@@ -113,7 +114,7 @@ TEST(ServeBenchServer, PlantedSleepsGiveTheDefinedTimings) {
     EXPECT_EQ(r.vocab_source, "--vocab-size");
     EXPECT_EQ(r.vocab_size, 5000);
     ASSERT_EQ(r.metrics.completed, 6) << (r.errors.empty() ? "" : r.errors[0]);
-    EXPECT_EQ(r.metrics.total_input, 600);
+    EXPECT_EQ(r.metrics.total_input, 6 * 99);  // text form: BOS (1 special token) to the server
     EXPECT_EQ(r.metrics.total_output, 96);
     EXPECT_EQ(r.short_outputs, 0);
     EXPECT_EQ(r.prompt_len_mismatches, 0);
@@ -169,10 +170,12 @@ TEST(ServeBenchServer, InputAndOutputLengthsAreExact) {
   TestServer server(server_config(0, 0, 1));
   server.start();
   const uint64_t seed = dsv4::fx::test_seed();
-  DSV4_CASE(seed, "prompts=24 input=80 output=20 ratio=0.5 conc=8");
+  DSV4_CASE(seed, "prompts=24 input=80 output=20 ratio=0.5 conc=8 --tokenize-prompt");
   BenchOptions b = bench(server, seed, 24, 80, 20, 0.5);
   b.max_concurrency = 8;
+  b.tokenize_prompt = true;
   const BenchOutcome r = run_serve_bench(b);
+  EXPECT_NE(server.stats().last_generation_body.find("\"input_ids\":["), std::string::npos);
   ASSERT_EQ(r.metrics.completed, 24);
   WorkloadSpec w = b.workload;
   w.vocab_size = 5000;
@@ -204,6 +207,47 @@ TEST(ServeBenchServer, InputAndOutputLengthsAreExact) {
     EXPECT_EQ(r2.timings[i].first_chunk_tokens, std::min<int64_t>(3, reqs[i].output_len));
 }
 
+// bench_serving's default form: each drawn prompt cut by the tokenizer's special tokens (the test
+// server's BOS: 1), decoded by /v1/detokenize with special tokens kept and sent as "text"; the
+// input tokens counted are the ids decoded, and the server (BOS added back) prefills the drawn
+// length, so no request is a prompt_len mismatch.
+TEST(ServeBenchServer, PromptsGoAsDecodedTextByDefault) {
+  TestServer server(server_config(0, 0, 1));
+  server.start();
+  const uint64_t seed = dsv4::fx::test_seed();
+  DSV4_CASE(seed, "prompts=12 input=40 output=6 ratio=0.5 conc=1 text form");
+  BenchOptions b = bench(server, seed, 12, 40, 6, 0.5);
+  b.max_concurrency = 1;  // in order: the server's last body is the last prompt's
+  b.warmup_requests = 0;
+  const BenchOutcome r = run_serve_bench(b);
+  ASSERT_EQ(r.metrics.completed, 12);
+  EXPECT_EQ(r.special_tokens, 1);
+  EXPECT_EQ(r.prompt_form.rfind("text", 0), 0u) << r.prompt_form;
+  const auto reqs = make_workload(b.workload);
+  int64_t in_sum = 0;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(r.timings[i].prompt_len, int64_t(reqs[i].input_ids.size()) - 1) << "request " << i;
+    in_sum += int64_t(reqs[i].input_ids.size()) - 1;
+  }
+  EXPECT_EQ(r.metrics.total_input, in_sum);
+  EXPECT_EQ(r.prompt_len_mismatches, 0);
+  // The body of the last request is its prompt's first len-1 ids, decoded by the server's rule
+  // (a space and the id in base 62 per id), sent as text, with no input_ids.
+  const json body = json::parse(server.stats().last_generation_body);
+  ASSERT_TRUE(body.contains("text")) << body.dump();
+  EXPECT_FALSE(body.contains("input_ids"));
+  const std::string digits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  std::string want;
+  const auto& ids = reqs.back().input_ids;
+  for (size_t j = 0; j + 1 < ids.size(); ++j) {
+    std::string d;
+    for (int64_t v = ids[j]; v; v /= 62) d.insert(d.begin(), digits[size_t(v % 62)]);
+    want += (ids[j] == 0 ? std::string("<s>") : " " + d);
+  }
+  EXPECT_EQ(body["text"], want);
+  EXPECT_EQ(body["sampling_params"]["max_new_tokens"], reqs.back().output_len);
+}
+
 TEST(ServeBenchServer, TokenIdsOutsideTheServersVocabularyFail) {
   TestServer server(server_config(0, 0, 1));
   server.start();
@@ -212,6 +256,7 @@ TEST(ServeBenchServer, TokenIdsOutsideTheServersVocabularyFail) {
   BenchOptions b = bench(server, seed, 4, 200, 4, 1.0);
   b.workload.vocab_size = 100000;  // the server's is 5000: 200 ids each, some above
   b.warmup_requests = 0;
+  b.tokenize_prompt = true;  // as text, the server decodes them (it checks no vocabulary there)
   const BenchOutcome r = run_serve_bench(b);
   EXPECT_EQ(r.metrics.failed, 4);
   ASSERT_FALSE(r.errors.empty());
@@ -456,7 +501,7 @@ TEST(ServeBenchCommand, BlockGatesReportsAndAComparisonOfPlantedConfigurations) 
     int n = 0, failed = 0;
     for (std::string line; std::getline(lines, line); ++n) {
       const auto d = nlohmann::json::parse(line);
-      EXPECT_EQ(d["input_len"], 8);
+      EXPECT_EQ(d["input_len"], 7);  // 8 drawn, one special token left to the server (text)
       if (!d["success"].get<bool>()) {
         ++failed;
         EXPECT_NE(d["error"].get<std::string>().find("500"), std::string::npos) << line;

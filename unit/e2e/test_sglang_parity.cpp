@@ -10,6 +10,7 @@
 #include "gsm8k/gsm8k_metrics.hpp"
 #include "http/server_api.hpp"
 #include "report/accept_length.hpp"
+#include "serve_bench/serve_bench_run.hpp"
 #include "serve_bench/serve_bench_workload.hpp"
 #include "serve_bench/sharegpt.hpp"
 #include "serve_bench/tokenizer_vocab.hpp"
@@ -304,6 +305,60 @@ TEST(RandomShareGpt, RepeatsOrCutsTheEncodedPrompt) {
     for (size_t j = 0; j < 5; ++j) EXPECT_EQ(reqs[i].input_ids[j], int32_t(10 * len + j % len));
     EXPECT_EQ(reqs[i].output_len, 3);
   }
+}
+
+// bench_serving's text form: every prompt cut to max(0, len - special tokens), the cut a prefix of
+// the drawn prompt (what sample_random_requests draws with the shorter length), decoded 64 prompts
+// per call, the text sent in place of the ids; /generate's body then holds "text" only.
+TEST(TextPrompts, CutBySpecialTokensThenDecodedInBatches) {
+  serve::WorkloadSpec s;
+  s.num_prompts = 130;
+  s.input_len = 9;
+  s.output_len = 4;
+  s.range_ratio = 0;  // lengths 1..9: some shorter than the special tokens
+  s.vocab_size = 1000;
+  s.seed = 5;
+  const auto drawn = serve::make_workload(s);
+  auto reqs = drawn;
+  std::vector<size_t> batch_sizes;
+  serve::to_text_prompts(reqs, 2, [&](const std::vector<std::vector<int32_t>>& ids) {
+    batch_sizes.push_back(ids.size());
+    std::vector<std::string> out;
+    for (const auto& v : ids) {
+      std::string t = "n" + std::to_string(v.size());
+      for (int32_t id : v) t += "," + std::to_string(id);
+      out.push_back(t);
+    }
+    return out;
+  });
+  EXPECT_EQ(batch_sizes, (std::vector<size_t>{64, 64, 2}));
+  bool some_empty = false;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const auto& d = drawn[i].input_ids;
+    const size_t keep = d.size() > 2 ? d.size() - 2 : 0;
+    some_empty |= keep == 0;
+    ASSERT_EQ(reqs[i].input_ids, std::vector<int32_t>(d.begin(), d.begin() + long(keep))) << i;
+    std::string want = "n" + std::to_string(keep);
+    for (size_t j = 0; j < keep; ++j) want += "," + std::to_string(d[j]);
+    EXPECT_EQ(reqs[i].text, want) << i;
+    EXPECT_TRUE(reqs[i].as_text);
+    EXPECT_EQ(reqs[i].output_len, drawn[i].output_len);
+  }
+  EXPECT_TRUE(some_empty);  // lengths 1 and 2 are drawn among 130 with near certainty
+  const json body = json::parse(serve::generate_body(reqs[0], 7));
+  EXPECT_EQ(body["text"], reqs[0].text);
+  EXPECT_FALSE(body.contains("input_ids"));
+  EXPECT_EQ(body["sampling_params"]["max_new_tokens"], 7);
+  const json ids = json::parse(serve::generate_body(drawn[0], 7));
+  EXPECT_EQ(ids["input_ids"].get<std::vector<int32_t>>(), drawn[0].input_ids);
+  EXPECT_FALSE(ids.contains("text"));
+  // A decoder that loses prompts is an error, not a shorter benchmark.
+  auto again = drawn;
+  EXPECT_THROW(serve::to_text_prompts(again, 1,
+                                      [](const std::vector<std::vector<int32_t>>&) {
+                                        return std::vector<std::string>{"x"};
+                                      }),
+               std::runtime_error);
 }
 
 }  // namespace

@@ -372,7 +372,8 @@ TEST(SeedCommandLines, BenchSglangAndBenchServing) {
                            d.str("bench.jsonl"),
                            "--out",
                            d.str("s"),
-                           "--disable-tqdm"},
+                           "--disable-tqdm",
+                           round ? "--tokenize-prompt" : "--disable-tqdm"},
                           err);
     ASSERT_EQ(rc, 0) << err;
   }
@@ -381,7 +382,8 @@ TEST(SeedCommandLines, BenchSglangAndBenchServing) {
   for (std::string l; std::getline(lines, l); ++n) {
     const json r = json::parse(l);
     EXPECT_EQ(r["completed"], 8);
-    EXPECT_EQ(r["total_input_tokens"], 8 * 16);
+    // Text first (bench_serving's default: one special token fewer per prompt), then input_ids.
+    EXPECT_EQ(r["total_input_tokens"], n == 0 ? 8 * 15 : 8 * 16);
     EXPECT_EQ(r["random_input_len"], 16);
     EXPECT_EQ(r["dataset_name"], "random-ids");
     EXPECT_EQ(r["max_concurrency"], 4);
@@ -405,8 +407,9 @@ TEST(SeedCommandLines, BenchSglangAndBenchServing) {
       err);
   ASSERT_EQ(rc, 0) << err;
   const json rep = json::parse(slurp(d.str("r/report.json")));
-  EXPECT_EQ(rep["metrics"]["total_input_tokens"], 6 * 40);
+  EXPECT_EQ(rep["metrics"]["total_input_tokens"], 6 * 39);  // text: BOS left to the server
   EXPECT_EQ(rep["metrics"]["prompt_len_mismatches"], 0);
+  EXPECT_EQ(rep["prompt_form"].get<std::string>().rfind("text", 0), 0u) << rep.dump();
   rc = run_eval_capture(
       {"serve-bench", "--port", port, "--dataset-name", "random", "--out", d.str("r2")}, err);
   EXPECT_EQ(rc, 2);

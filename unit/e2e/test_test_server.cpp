@@ -337,6 +337,30 @@ TEST_F(TestServerHttp, BadBodiesAreNamed400s) {
   EXPECT_NE(r.body.find("'messages'"), std::string::npos) << r.body;
 }
 
+// SGLang's /v1/detokenize shapes (one list or a batch), BOS kept or skipped, and the count the
+// server prefills for the decoded text: BOS plus one token per id.
+TEST_F(TestServerHttp, DetokenizeAndTheTextItPrefills) {
+  HttpResult r = post(server_->url() + "/v1/detokenize",
+                      {{"tokens", {0, 61, 62, 3844}}, {"skip_special_tokens", false}});
+  ASSERT_TRUE(r.ok()) << r.error_message;
+  EXPECT_EQ(json::parse(r.body)["text"], "<s> Z 10 100");  // base 62: 61, 62, 62^2
+  r = post(server_->url() + "/detokenize",
+           {{"tokens", json::array({json::array({0, 5}), json::array(), json::array({7})})}});
+  ASSERT_TRUE(r.ok()) << r.error_message;
+  EXPECT_EQ(json::parse(r.body)["text"], (json{" 5", "", " 7"}));  // skip_special_tokens: true
+  r = post(server_->url() + "/v1/detokenize", {{"tokens", {1, -2}}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("'tokens'"), std::string::npos) << r.body;
+  // The empty text with special tokens is BOS alone: num_special_tokens_to_add() is 1.
+  r = post(server_->url() + "/v1/tokenize", {{"prompt", ""}, {"add_special_tokens", true}});
+  ASSERT_TRUE(r.ok()) << r.error_message;
+  EXPECT_EQ(json::parse(r.body)["count"], 1);
+  r = post(server_->url() + "/generate",
+           {{"text", "<s> Z 10 100"}, {"sampling_params", {{"max_new_tokens", 1}}}});
+  ASSERT_TRUE(r.ok()) << r.error_message;
+  EXPECT_EQ(json::parse(r.body)["meta_info"]["prompt_tokens"], 5);  // BOS, "<s>" and three ids
+}
+
 TEST_F(TestServerHttp, ListensOnLoopbackOnly) {
   char want[16];
   std::snprintf(want, sizeof want, "0100007F:%04X", server_->port());

@@ -21,10 +21,17 @@ const char* kEpilogue =
     "except: --dataset-name random-ids (bench_serving: sharegpt, which this program does not\n"
     "build) and the cache flush after the warmup (bench_serving: off) so the accept length read\n"
     "after the run covers exactly the timed requests (--no-flush turns it off).\n"
-    "Token counts: prompts are sent as input_ids (bench_serving's --tokenize-prompt form), so the\n"
-    "input tokens are exactly the drawn lengths; --dataset-name random encodes the ShareGPT text\n"
-    "with the server's own tokenizer (/v1/tokenize, special tokens included as transformers'\n"
-    "encode) before repeating or cutting it; output tokens are meta_info.completion_tokens.\n"
+    "Prompts: as bench_serving, text by default: the drawn ids are shortened by the tokenizer's\n"
+    "special tokens (the length of the server's /v1/tokenize of \"\" with special tokens: its\n"
+    "num_special_tokens_to_add) and decoded by the server's POST /v1/detokenize (special tokens\n"
+    "kept, as transformers' decode); the server re-tokenises the text, so the tokens it prefills\n"
+    "can differ from the ids drawn (a decoded id sequence need not encode back to itself).\n"
+    "--tokenize-prompt sends the drawn ids as input_ids, exactly the drawn lengths. Input tokens\n"
+    "counted are bench_serving's prompt_len (the ids decoded or sent); requests whose\n"
+    "meta_info.prompt_tokens differs from it (plus the special tokens for text) are counted in\n"
+    "prompt_len_mismatches. --dataset-name random encodes the ShareGPT text with the server's\n"
+    "/v1/tokenize (special tokens included, as transformers' encode) before repeating or cutting\n"
+    "it. Output tokens are meta_info.completion_tokens.\n"
     "Exit codes: 0 pass, 1 a gate failed, 2 bad usage or config, 3 could not run (server\n"
     "unreachable or refusing the API key, warmup failed, more than --max-failed failures).\n";
 
@@ -37,20 +44,21 @@ std::string command_line(int argc, char** argv) {
 int run(int argc, char** argv) {
   cxxopts::Options o("dsv4-eval serve-bench",
                      "Serving benchmark with SGLang bench_serving's definitions (random-ids "
-                     "prompts sent as input_ids, streaming) behind gates.");
+                     "prompts sent as text, or input_ids with --tokenize-prompt; streaming) "
+                     "behind gates.");
   // clang-format off
   o.add_options()
     ("url", "server base URL (else --base-url, or --host and --port)", cxxopts::value<std::string>()->default_value("http://127.0.0.1:30000"))
     ("base-url", "the same as --url (bench_serving's name)", cxxopts::value<std::string>())
     ("host", "server host", cxxopts::value<std::string>()->default_value("127.0.0.1"))
     ("port", "server port", cxxopts::value<long long>()->default_value("30000"))
-    ("backend", "sglang or sglang-native (/generate with input_ids)", cxxopts::value<std::string>()->default_value("sglang"))
+    ("backend", "sglang or sglang-native (both POST /generate)", cxxopts::value<std::string>()->default_value("sglang"))
     ("api-key", "bearer token for every request (default: $OPENAI_API_KEY)", cxxopts::value<std::string>())
     ("dataset-name", "random-ids or random (bench_serving's), or uniform-ids (ids uniform in [0, vocab))", cxxopts::value<std::string>()->default_value("random-ids"))
     ("dataset-path", "ShareGPT JSON for --dataset-name random (random-ids and uniform-ids read no file)", cxxopts::value<std::string>())
     ("tokenizer", "tokenizer.json, or a model folder holding one: the vocabulary size", cxxopts::value<std::string>())
     ("vocab-size", "the vocabulary size, instead of --tokenizer", cxxopts::value<long long>())
-    ("tokenize-prompt", "accepted for bench_serving's command lines: prompts always go as input_ids")
+    ("tokenize-prompt", "send the drawn ids as input_ids (default: text decoded by the server's /v1/detokenize)")
     ("model", "accepted for bench_serving's command lines (/generate takes no model)", cxxopts::value<std::string>())
     ("random-input-len", "input length L: lengths in [max(int(L*ratio), 1), L]", cxxopts::value<long long>()->default_value("1024"))
     ("random-output-len", "output length L (max_new_tokens, ignore_eos)", cxxopts::value<long long>()->default_value("1024"))
@@ -140,6 +148,7 @@ int run(int argc, char** argv) {
       throw std::invalid_argument("--timeout " + std::to_string(b.request_timeout_s) +
                                   " must be > 0");
     b.flush_cache = !r.count("no-flush");
+    b.tokenize_prompt = r.count("tokenize-prompt") > 0;
     b.progress = !r.count("no-progress") && !r.count("disable-tqdm");
     job.max_failed = r["max-failed"].as<long long>();
     if (job.max_failed < 0) throw std::invalid_argument("--max-failed must be >= 0");

@@ -205,6 +205,7 @@ int report_serve_bench(const ServeBenchJob& job, const BenchOutcome& res) {
   rep.duration_s = res.metrics.duration_s;
   rep.context.push_back(
       {"vocab size", std::to_string(res.vocab_size) + " (" + res.vocab_source + ")"});
+  rep.context.push_back({"prompts", res.prompt_form});
   rep.context.push_back({"warmup", std::to_string(res.warmup_ok) + " ok, " +
                                        std::to_string(res.warmup_failed) + " failed"});
   rep.context.push_back({"cache flush", res.flushed              ? "after the warmup"
@@ -221,11 +222,17 @@ int report_serve_bench(const ServeBenchJob& job, const BenchOutcome& res) {
   if (res.prompt_len_mismatches)
     rep.notes.push_back(
         std::to_string(res.prompt_len_mismatches) +
-        " request(s) where meta_info.prompt_tokens differs from the input_ids sent");
+        " request(s) where meta_info.prompt_tokens differs from the ids sent" +
+        (res.special_tokens ? " plus " + std::to_string(res.special_tokens) + " special token(s)"
+                            : std::string()) +
+        (res.prompt_form.rfind("text", 0) == 0 ? " (the text form re-tokenises the decoded ids)"
+                                               : ""));
   json per_rank = json::array();
   for (const auto& v : res.accept_per_rank) per_rank.push_back(v ? json(*v) : json());
   rep.extra["accept_length_per_rank"] = per_rank;
   rep.extra["vocab_size"] = res.vocab_size;
+  rep.extra["prompt_form"] = res.prompt_form;
+  rep.extra["special_tokens"] = res.special_tokens;
   rep.extra["result_block"] = block;
 
   if (res.metrics.failed > job.max_failed) {

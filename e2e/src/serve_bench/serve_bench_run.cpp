@@ -19,15 +19,21 @@
 namespace dsv4::eval::serve {
 using nlohmann::json;
 
-std::string generate_body(const std::vector<int32_t>& ids, int64_t max_new_tokens) {
+std::string generate_body(const BenchRequest& req, int64_t max_new_tokens) {
+  const auto& ids = req.input_ids;
   std::string s;
-  s.reserve(ids.size() * 7 + 128);
-  s += "{\"input_ids\":[";
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(ids[i]);
+  if (req.as_text) {
+    s = "{\"text\":" + json(req.text).dump(-1, ' ', false, json::error_handler_t::replace);
+  } else {
+    s.reserve(ids.size() * 7 + 128);
+    s += "{\"input_ids\":[";
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i) s += ',';
+      s += std::to_string(ids[i]);
+    }
+    s += ']';
   }
-  s += "],\"sampling_params\":{\"temperature\":0.0,\"max_new_tokens\":" +
+  s += ",\"sampling_params\":{\"temperature\":0.0,\"max_new_tokens\":" +
        std::to_string(max_new_tokens) + ",\"ignore_eos\":true},\"stream\":true}";
   return s;
 }
@@ -79,7 +85,7 @@ std::string read_chunk(const std::string& payload, double t, StreamTimer& timer,
 namespace {
 
 struct Job {
-  const std::vector<int32_t>* ids;
+  const BenchRequest* req;
   int64_t output_len;
   double send_at_s;
 };
@@ -126,10 +132,10 @@ DriveResult drive(const std::string& gen_url, const std::vector<Job>& jobs,
     while (next < jobs.size() && running < cap && jobs[next].send_at_s <= now) {
       const size_t i = next++;
       ++running;
-      auto timer = std::make_shared<StreamTimer>(int64_t(jobs[i].ids->size()));
+      auto timer = std::make_shared<StreamTimer>(int64_t(jobs[i].req->input_ids.size()));
       HttpRequest r;
       r.url = gen_url;
-      r.body = generate_body(*jobs[i].ids, jobs[i].output_len);
+      r.body = generate_body(*jobs[i].req, jobs[i].output_len);
       r.sse = true;
       r.max_attempts = 1;
       r.timeout_s = timeout_s;
@@ -202,7 +208,8 @@ HttpResult server_info(const std::string& base) {
   return r;
 }
 
-// The server's tokenizer (SGLang's /v1/tokenize), for the `random` dataset's ShareGPT text.
+// The server's tokenizer (SGLang's /v1/tokenize): the `random` dataset's ShareGPT text, and the
+// special-token count of the text form.
 Encoder server_encoder(const std::string& base) {
   return [base](const std::vector<std::string>& texts) {
     HttpRequest r;
@@ -216,8 +223,8 @@ Encoder server_encoder(const std::string& base) {
       throw BenchError(kExitCouldNotRun, refusal);
     if (!res.ok())
       throw BenchError(kExitCouldNotRun,
-                       "--dataset-name random tokenises ShareGPT text with the server's "
-                       "/v1/tokenize, which failed: " +
+                       "the server's /v1/tokenize (ShareGPT text of --dataset-name random, the "
+                       "special-token count of text prompts) failed: " +
                            res.error_message);
     const json j = json::parse(res.body, nullptr, false);
     if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array() ||
@@ -227,6 +234,37 @@ Encoder server_encoder(const std::string& base) {
     for (const auto& t : j["tokens"]) {
       out.emplace_back();
       for (const auto& id : t) out.back().push_back(id.get<int32_t>());
+    }
+    return out;
+  };
+}
+
+// The server's decoder (SGLang's POST /v1/detokenize, a batch at once, special tokens kept).
+Decoder server_decoder(const std::string& base) {
+  return [base](const std::vector<std::vector<int32_t>>& ids) {
+    HttpRequest r;
+    r.url = base + "/v1/detokenize";
+    r.body = json{{"tokens", ids}, {"skip_special_tokens", false}}.dump();
+    r.timeout_s = 120;
+    r.max_attempts = 3;
+    r.backoff_s = 0.25;
+    const HttpResult res = http_fetch(std::move(r));
+    if (auto refusal = api_key_refusal(res); !refusal.empty())
+      throw BenchError(kExitCouldNotRun, refusal);
+    if (!res.ok())
+      throw BenchError(kExitCouldNotRun,
+                       "prompts go out as text, decoded by the server's /v1/detokenize, which "
+                       "failed (--tokenize-prompt sends input_ids instead): " +
+                           res.error_message);
+    const json j = json::parse(res.body, nullptr, false);
+    if (!j.is_object() || !j.contains("text") || !j["text"].is_array() ||
+        j["text"].size() != ids.size())
+      throw BenchError(kExitCouldNotRun, "/v1/detokenize answered without one text per prompt");
+    std::vector<std::string> out;
+    for (const auto& t : j["text"]) {
+      if (!t.is_string())
+        throw BenchError(kExitCouldNotRun, "/v1/detokenize answered a text that is not a string");
+      out.push_back(t.get<std::string>());
     }
     return out;
   };
@@ -295,13 +333,22 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
       !e.empty())
     throw BenchError(kExitUsage, e);
   check_server(base);
+  if (o.tokenize_prompt) {
+    out.prompt_form = "input_ids (--tokenize-prompt)";
+  } else {
+    // tokenizer.num_special_tokens_to_add(): what encoding an empty text with them adds.
+    out.special_tokens = int64_t(server_encoder(base)({std::string()}).at(0).size());
+    to_text_prompts(reqs, out.special_tokens, server_decoder(base));
+    out.prompt_form = "text (/v1/detokenize, " + std::to_string(out.special_tokens) +
+                      " special token(s) per prompt left to the server)";
+  }
   out.context.request_rate = w.request_rate;
   out.context.max_concurrency = o.max_concurrency;
   const std::string gen_url = base + "/generate";
 
   if (o.warmup_requests > 0) {
     std::vector<Job> warm(size_t(o.warmup_requests),
-                          Job{&reqs[0].input_ids, std::min<int64_t>(reqs[0].output_len, 32), 0.0});
+                          Job{&reqs[0], std::min<int64_t>(reqs[0].output_len, 32), 0.0});
     ProgressLine p(o.progress, warm.size(), "warmup");
     const DriveResult d = drive(gen_url, warm, std::nullopt, o.request_timeout_s, false, p);
     for (const auto& t : d.timings) (t.success ? out.warmup_ok : out.warmup_failed) += 1;
@@ -312,7 +359,7 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
   if (o.flush_cache) flush(base, out);
 
   std::vector<Job> jobs;
-  for (const auto& r : reqs) jobs.push_back({&r.input_ids, r.output_len, r.send_at_s});
+  for (const auto& r : reqs) jobs.push_back({&r, r.output_len, r.send_at_s});
   ProgressLine p(o.progress, jobs.size(), "run");
   DriveResult d =
       drive(gen_url, jobs, o.max_concurrency, o.request_timeout_s, w.request_rate.has_value(), p);
@@ -326,7 +373,8 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
       continue;
     }
     if (t.output_len < reqs[i].output_len) ++out.short_outputs;
-    if (d.prompt_tokens[i] >= 0 && d.prompt_tokens[i] != t.prompt_len) ++out.prompt_len_mismatches;
+    const int64_t expect = t.prompt_len + (reqs[i].as_text ? out.special_tokens : 0);
+    if (d.prompt_tokens[i] >= 0 && d.prompt_tokens[i] != expect) ++out.prompt_len_mismatches;
   }
   out.metrics = compute_metrics(d.timings, d.duration_s);
   out.timings = std::move(d.timings);

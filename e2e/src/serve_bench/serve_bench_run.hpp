@@ -3,14 +3,21 @@
 // after it (SGLang's: DP rank 0 of /server_info's internal_states, the first decode server behind
 // a prefill/decode router; every rank kept beside it).
 //
-// Each request is POST /generate {"input_ids": [...], "sampling_params": {"temperature": 0,
-// "max_new_tokens": L, "ignore_eos": true}, "stream": true}; every stream line is timestamped on
-// arrival and the cumulative meta_info.completion_tokens of each chunk gives the tokens it carries.
-// As in SGLang's bench_serving: warmup requests repeat the first prompt with at most 32 new tokens;
-// a finite --request-rate spaces sends by a seeded Poisson process; --max-concurrency caps the
-// requests in flight (a request waits for both its arrival time and a free slot); a request is not
-// retried (a failure counts as failed, as bench_serving does). The cache is flushed after the
-// warmup, so the accept length read from /server_info afterwards covers the timed requests only.
+// Each request is POST /generate {"text": str, "sampling_params": {"temperature": 0,
+// "max_new_tokens": L, "ignore_eos": true}, "stream": true}, bench_serving's default form: the
+// drawn ids shortened by the tokenizer's special tokens (their count is the length of the server's
+// /v1/tokenize of "" with special tokens) and decoded by the server's POST /v1/detokenize
+// {"tokens": [[...]], "skip_special_tokens": false} (transformers' decode keeps them too). With
+// --tokenize-prompt the body carries "input_ids" instead, the drawn lengths exactly. The input
+// tokens counted are the ids decoded or sent (bench_serving's prompt_len); the server's
+// meta_info.prompt_tokens is compared with it plus the special tokens. Every stream line is
+// timestamped on arrival and the cumulative meta_info.completion_tokens of each chunk gives the
+// tokens it carries. As in SGLang's bench_serving: warmup requests repeat the first prompt with at
+// most 32 new tokens; a finite --request-rate spaces sends by a seeded Poisson process;
+// --max-concurrency caps the requests in flight (a request waits for both its arrival time and a
+// free slot); a request is not retried (a failure counts as failed, as bench_serving does). The
+// cache is flushed after the warmup, so the accept length read from /server_info afterwards covers
+// the timed requests only.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +49,8 @@ struct BenchOptions {
   int64_t warmup_requests = 1;
   double request_timeout_s = 6 * 3600.0;  // per request, as bench_serving's session timeout
   bool flush_cache = true;
-  bool progress = true;  // a line on stderr every few seconds (live on a terminal)
+  bool tokenize_prompt = false;  // send input_ids (bench_serving's --tokenize-prompt), not text
+  bool progress = true;          // a line on stderr every few seconds (live on a terminal)
 };
 
 struct BenchOutcome {
@@ -57,14 +65,17 @@ struct BenchOutcome {
   bool flushed = false;
   std::string flush_note;             // why the flush did not happen
   int64_t short_outputs = 0;          // successful requests with fewer tokens than asked
-  int64_t prompt_len_mismatches = 0;  // meta_info.prompt_tokens differs from the ids sent
+  int64_t prompt_len_mismatches = 0;  // meta_info.prompt_tokens differs from the ids sent (plus
+                                      // the special tokens when sent as text)
+  int64_t special_tokens = 0;         // text form: the tokenizer's special tokens per prompt
+  std::string prompt_form;            // "text (/v1/detokenize)" or "input_ids (--tokenize-prompt)"
   std::vector<std::optional<double>> accept_per_rank;
   std::string accept_note;          // "speculative decoding off", or why it could not be read
   std::vector<std::string> errors;  // distinct request errors, the first few
 };
 
-// The /generate body of one benchmark request.
-std::string generate_body(const std::vector<int32_t>& input_ids, int64_t max_new_tokens);
+// The /generate body of one benchmark request: "text" when req.as_text, else "input_ids".
+std::string generate_body(const BenchRequest& req, int64_t max_new_tokens);
 
 // Reads a stream payload into the timer: returns "" or why the payload is unusable (an error
 // chunk, not JSON, no completion_tokens). `prompt_tokens` receives meta_info.prompt_tokens when

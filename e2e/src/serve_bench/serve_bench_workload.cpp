@@ -110,6 +110,29 @@ std::vector<BenchRequest> random_ids_workload(const WorkloadSpec& s) {
 
 }  // namespace
 
+void to_text_prompts(std::vector<BenchRequest>& reqs, int64_t special_tokens,
+                     const Decoder& decode) {
+  if (special_tokens < 0) bad("special tokens", std::to_string(special_tokens), "must be >= 0");
+  constexpr size_t kBatch = 64;  // prompts per decode call
+  for (size_t at = 0; at < reqs.size(); at += kBatch) {
+    const size_t end = std::min(reqs.size(), at + kBatch);
+    std::vector<std::vector<int32_t>> ids;
+    for (size_t i = at; i < end; ++i) {
+      auto& v = reqs[i].input_ids;
+      v.resize(size_t(std::max<int64_t>(0, int64_t(v.size()) - special_tokens)));
+      ids.push_back(v);
+    }
+    auto texts = decode(ids);
+    if (texts.size() != ids.size())
+      throw std::runtime_error("the decoder gave " + std::to_string(texts.size()) + " texts for " +
+                               std::to_string(ids.size()) + " prompts");
+    for (size_t i = at; i < end; ++i) {
+      reqs[i].text = std::move(texts[i - at]);
+      reqs[i].as_text = true;
+    }
+  }
+}
+
 std::vector<BenchRequest> make_workload(const WorkloadSpec& s) {
   if (s.num_prompts < 1) bad("num-prompts", std::to_string(s.num_prompts), "must be at least 1");
   if (s.input_len < 1) bad("random-input", std::to_string(s.input_len), "must be at least 1");

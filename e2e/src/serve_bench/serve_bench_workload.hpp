@@ -7,16 +7,15 @@
 //    finite request rate draws exponential(1 / rate) gaps from the same generator. numpy's
 //    legacy RandomState is MT19937 seeded by init_genrand (std::mt19937 is the same engine),
 //    randint is masked rejection on 32-bit draws, exponential is -log(1 - u) with u from two
-//    draws (a >> 5, b >> 6). The prompt goes out as input_ids, the form bench_serving sends with
-//    --tokenize-prompt: by default it decodes the ids to text for the server to re-tokenise,
-//    shortened by the tokenizer's special tokens, which changes the counts (the lengths here are
-//    exactly the drawn ones).
+//    draws (a >> 5, b >> 6). The ids are the --tokenize-prompt form; by default they become text
+//    (to_text_prompts), as bench_serving sends them.
 //  - uniform-ids: this project's earlier workload: lengths uniform in [max(floor(L * ratio), 1), L]
 //    and ids uniform in [0, V) from one std::mt19937_64 stream (input lengths, output lengths,
 //    ids, arrival gaps), reproducible on any machine and compiler.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
@@ -64,7 +63,9 @@ struct WorkloadSpec {
 };
 
 struct BenchRequest {
-  std::vector<int32_t> input_ids;
+  std::vector<int32_t> input_ids;  // the prompt's ids; with as_text, the ids `text` decodes
+  std::string text;                // the prompt sent as text (bench_serving's default form)
+  bool as_text = false;
   int64_t output_len = 0;
   double send_at_s = 0;  // offset from the benchmark start at which the request may be sent
 };
@@ -83,6 +84,16 @@ std::vector<int64_t> compute_random_lens(NumpyRandomState& rs, int64_t full, dou
 // draw without a finite rate).
 void exponential_arrivals(NumpyRandomState& rs, std::optional<double> rate,
                           std::vector<BenchRequest>& reqs);
+
+// Token ids -> text, one string per list, special tokens kept (transformers' decode default).
+using Decoder = std::function<std::vector<std::string>(const std::vector<std::vector<int32_t>>&)>;
+
+// bench_serving's default (text) form of the random datasets: every prompt shortened by the
+// tokenizer's `special_tokens` (num_special_tokens_to_add(): the server's encode adds them back),
+// i.e. cut to max(0, len - special_tokens) ids, a prefix of the drawn prompt for random-ids and
+// random alike, then decoded to `text`. Decodes in batches of 64 prompts.
+void to_text_prompts(std::vector<BenchRequest>& reqs, int64_t special_tokens,
+                     const Decoder& decode);
 
 // The benchmark's requests. Throws std::invalid_argument naming the field for bad values.
 std::vector<BenchRequest> make_workload(const WorkloadSpec& spec);
