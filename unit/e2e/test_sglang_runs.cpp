@@ -445,6 +445,18 @@ TEST(Gsm8kRuns, SimpleEvalProtocol) {
   const json b = json::parse(server.stats().last_generation_body);
   EXPECT_TRUE(b.contains("messages"));
   EXPECT_EQ(b["stop"], json::array());
+  EXPECT_EQ(b["max_tokens"], 2048);  // run_eval's --max-tokens
+  // run_eval --api completion: /v1/completions with few_shot_gsm8k's stops, the same questions.
+  const GsmRun comp =
+      run_gsm8k(server.url(), data, d.str("comp"),
+                {"--protocol", "simple-eval", "--num-shots", "5", "--api", "openai-completions"});
+  ASSERT_EQ(comp.rc, 0) << comp.err;
+  EXPECT_EQ(metric(comp, "questions"), 20);
+  EXPECT_DOUBLE_EQ(metric(comp, "accuracy"), double(right) / 20);
+  const json c = json::parse(server.stats().last_generation_body);
+  EXPECT_TRUE(c.contains("prompt"));
+  EXPECT_EQ(c["stop"], (json{"Question", "Assistant:", "<|separator|>"}));
+  EXPECT_EQ(c["max_tokens"], 2048);
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ int gsm8k_main(int argc, char** argv) {
     ("api-key", "bearer token for every request (default: $OPENAI_API_KEY)", cxxopts::value<std::string>())
     ("thinking", "chat: thinking on or off through chat_template_kwargs (default: the template's)", cxxopts::value<std::string>())
     ("result-file", "append bench_sglang's JSON result line to this file", cxxopts::value<std::string>())
-    ("protocol", "bench-sglang (benchmark/gsm8k) or simple-eval (SGLang's simple_eval_gsm8k: chat, the questions after the shots, no stops, sign and decimals kept)", cxxopts::value<std::string>()->default_value("bench-sglang"))
+    ("protocol", "bench-sglang (benchmark/gsm8k) or simple-eval (SGLang's run_eval --eval-name gsm8k: the questions after the shots, sign and decimals kept; chat without stops, or with --api openai-completions its completion mode with the stops; --parallel 512 and --max-new-tokens 2048 unless given, run_eval's --num-threads and --max-tokens)", cxxopts::value<std::string>()->default_value("bench-sglang"))
     ("api", "sglang | openai-completions | openai-chat", cxxopts::value<std::string>()->default_value("sglang"))
     ("model", "model name for OpenAI APIs (default: first id of /v1/models)", cxxopts::value<std::string>())
     ("data-path", "local GSM8K JSONL, as bench_sglang's --data-path (default: the canonical test set, downloaded and cached)", cxxopts::value<std::string>())
@@ -117,6 +117,9 @@ int gsm8k_main(int argc, char** argv) {
     c.num_shots = size_t(positive("num-shots", 0));
     c.parallel = int(std::min<long long>(positive("parallel", 1), 100000));
     c.max_new_tokens = size_t(positive("max-new-tokens", 1));
+    const bool simple_eval = r["protocol"].as<std::string>() == "simple-eval";
+    if (simple_eval && !r.count("parallel")) c.parallel = 512;  // run_eval's --num-threads
+    if (simple_eval && !r.count("max-new-tokens")) c.max_new_tokens = 2048;  // --max-tokens
     c.temperature = r["temperature"].as<double>();
     if (!(c.temperature >= 0))
       throw std::invalid_argument("--temperature " + std::to_string(c.temperature) +
@@ -127,9 +130,10 @@ int gsm8k_main(int argc, char** argv) {
                                   "' is not one of bench-sglang, simple-eval");
     c.simple_eval = protocol == "simple-eval";
     if (c.simple_eval && !r.count("api")) c.api = Api::kOpenAIChat;  // its sampler is chat
+    // run_eval's chat sampler sends no stops; its completion mode sends few_shot_gsm8k's.
     c.stops = r.count("stop") ? r["stop"].as<std::vector<std::string>>()
-              : c.simple_eval ? std::vector<std::string>{}
-                              : gsm8k::default_stops();
+              : c.simple_eval && c.api == Api::kOpenAIChat ? std::vector<std::string>{}
+                                                           : gsm8k::default_stops();
     c.stream = r.count("stream") > 0;
     c.incremental_stream = r.count("incremental-stream") > 0;
     if (r.count("gate")) {
