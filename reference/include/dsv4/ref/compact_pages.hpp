@@ -116,7 +116,7 @@ Outcome dequantize(PageFormat f, std::span<const uint8_t> pool, size_t pool_rows
 // v4 values 448..511 are the stored bf16 (fp32: widened exactly).
 //
 // Error bound (derived at error_bound_for below, checked in unit/reference): for a value x of a
-// finite tile (v41_fp4: also amax <= 2784, the scale not saturated) with scale byte sc,
+// tile where error_bound_applies_to holds, with scale byte sc,
 //   v41, v4: |dequant(x) - x| <= |x|/16 + 2^(e-10), e = sc - 127     (v4 values 448..511: 0)
 //   v4_fnuz: |dequant(x) - x| <= |x|/16 + 2^(e-11)
 //   v41_fp4: |dequant(x) - x| <= max(|x|, S)/4 (+ 3*2^-9 when S < 2^-6), S the scale value.
@@ -145,7 +145,8 @@ void dequantize_token_fp64(KvLayout l, const uint8_t* data_row, const uint8_t* s
 // most 6*2^-10 = 3*2^-9. The scale saturates (S = 448 < a) once amax > 2784.
 double error_bound_for(KvLayout l, double x, uint8_t sc);
 // Whether the bound applies to a tile of the layout's tile_values values (v4: quantised tiles
-// only): no NaN and no infinity; v41_fp4 also amax <= 2784.
+// only): no NaN and no infinity; v41_fp4 also amax <= 2784; fp8 layouts amax < 1.9375 * 2^127
+// (from there on the largest values round to 2^128, past fp32, and dequantise to inf).
 bool error_bound_applies_to(KvLayout l, const bf16* tile);
 
 // Scatter: row t of src (512 bf16 values, rows src_stride apart; 0 means 512) goes to slot

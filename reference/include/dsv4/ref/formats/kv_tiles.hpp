@@ -22,10 +22,6 @@ namespace dsv4::kv {
 inline constexpr uint32_t kNaN32 = 0x7fc00000u;
 inline constexpr uint32_t kInfBits = 0x7f80u;  // bf16 magnitude bits of infinity
 
-DSV4_HD uint32_t canonical_nan(uint32_t f32) {
-  return (f32 & 0x7fffffffu) > 0x7f800000u ? kNaN32 : f32;
-}
-
 // ---- v41: 32 e4m3fn values per ue8m0 scale (SGLang's quantize_k_cache_v41) -------------------
 // scale = 2^ceil(log2(max(amax / 448, 1e-4))), exact on the IEEE bits: the fp32 1e-4 lies in
 // (2^-14, 2^-13], so the exponent never goes below -13 (byte 114). amax / 448 never rounds onto a
@@ -67,9 +63,7 @@ DSV4_HD uint8_t v41_encode(uint16_t h, const V41Tile& t) {
 
 // Reader: e4m3fn(c) * 2^(sc-127) exactly in fp32 (0x00 is 2^-127, 0xff NaN); a product past fp32
 // is inf.
-DSV4_HD uint32_t v41_decode_bits(uint8_t c, uint8_t sc) {
-  return canonical_nan(mxfp8::decode_bits(c, sc));
-}
+DSV4_HD uint32_t v41_decode_bits(uint8_t c, uint8_t sc) { return mxfp8::decode_bits(c, sc); }
 
 // ---- v41_fp4: 16 e2m1 values per e4m3fn scale (SGLang's quantize_k_cache_v41_fp4) -------------
 // amax counts NaN as inf. scale = e4m3fn(clamp(amax / 6, 2^-9, 448)), round to nearest even of

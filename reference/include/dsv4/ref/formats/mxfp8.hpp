@@ -92,11 +92,10 @@ DSV4_HD uint8_t quantize_block(const uint16_t* x, uint8_t* q) {
 
 // The value of e4m3 code c under scale code sc, as fp32 bits: exact, except that a product past the
 // fp32 range is infinity and one below it rounds into the fp32 subnormals (to nearest even). A NaN
-// code gives 0x7fc00000 with the code's sign; a NaN scale (0xff) gives 0x7fc00000. Integer
-// arithmetic only, so no flush-to-zero mode changes it.
+// code or a NaN scale (0xff) gives the quiet NaN 0x7fc00000 (as a GPU's arithmetic gives it).
+// Integer arithmetic only, so no flush-to-zero mode changes it.
 DSV4_FMT_NOINLINE DSV4_HD uint32_t decode_exact(uint8_t c, uint8_t sc) {
-  if (sc == kUe8m0NaN) return 0x7fc00000u;
-  if (e4m3_is_nan(c)) return 0x7fc00000u | (uint32_t(c >> 7) << 31);
+  if (sc == kUe8m0NaN || e4m3_is_nan(c)) return 0x7fc00000u;
   const minifloat::Parts p = e4m3_parts(c);
   return f32_bits(minifloat::pack_f32(p.sign, p.sig, p.exp + int(sc) - 127));
 }
