@@ -1,152 +1,109 @@
-// smoke: the fixtures' device machinery catches each planted fault (canaries, poison, NaN, swap,
-// one ULP, unwritten element, stale graph replay) and passes the fault-free kernel.
+// smoke: the kernel-case harness catches each planted fault (canaries, poison, NaN, swap, one ULP,
+// unwritten element, stale graph replay), writes the case file, and passes the fault-free kernel.
 #include "dsv4/kernels/smoke.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "dsv4/fixtures/compare.hpp"
-#include "dsv4/fixtures/device_buffer.hpp"
-#include "dsv4/fixtures/generators.hpp"
+#include <filesystem>
+
+#include "dsv4/cases/smoke.hpp"
 #include "dsv4/fixtures/gpu_test.hpp"
-#include "dsv4/fixtures/replay.hpp"
 
 namespace dsv4 {
 namespace {
 
-using fx::DeviceBuffer;
-using fx::Shape;
+using cases::SmokeCase;
 using kernels::smoke::Fault;
 using ::testing::HasSubstr;
 
-std::vector<float> affine_ref(const std::vector<float>& in, float scale, float bias) {
-  std::vector<float> out(in.size());
-  for (size_t i = 0; i < in.size(); ++i) out[i] = in[i] * scale + bias;
-  return out;
-}
-
 class Smoke : public fx::GpuTest {
  protected:
-  static constexpr size_t kN = 1000;
-  void run(Fault fault, size_t at) {
-    seed_ = fx::test_seed();
-    fx::Rng rng(seed_);
-    in_ = std::make_unique<DeviceBuffer<float>>(fx::uniform_f32(rng, kN, -4, 4), "in");
-    out_ = std::make_unique<DeviceBuffer<float>>(kN, "out");
-    kernels::smoke::affine(in_->data(), out_->data(), kN, 2.0f, 0.5f, fault, at, stream());
-    out_->download(stream());
-    want_ = affine_ref(in_->host(), 2.0f, 0.5f);
+  // Runs the harness's check on a faulty kernel without writing a case file.
+  ::testing::AssertionResult check(Fault fault, size_t at) {
+    return fx::check_case(SmokeCase({.fault = fault, .at = at}), fx::test_seed(), stream(),
+                          {.save_case = false}, &run_);
   }
-  uint64_t seed_ = 0;
-  std::unique_ptr<DeviceBuffer<float>> in_, out_;
-  std::vector<float> want_;
+  fx::CaseRun run_;
 };
 
 TEST_F(Smoke, FaultFreeKernelPassesEveryCheck) {
-  run(Fault::kNone, 0);
-  DSV4_CASE(seed_, "n=" << kN);
-  EXPECT_TRUE(out_->guards_intact());
-  EXPECT_TRUE(in_->guards_intact());
-  EXPECT_TRUE(fx::bitwise_equal(out_->host(), want_, Shape{kN}));
-  EXPECT_TRUE(fx::close(out_->host(), want_, Shape{kN}, {.atol = 0}));
+  for (fx::Launch l : {fx::Launch::kEager, fx::Launch::kGraph})
+    fx::expect_case(SmokeCase(cases::SmokeShape{}), stream(), {.launch = l});
 }
 
 TEST_F(Smoke, WriteOnePastTheEndHitsTheBackCanary) {
-  run(Fault::kPastEnd, 0);
-  auto r = out_->guards_intact();
+  auto r = check(Fault::kPastEnd, 0);
   ASSERT_FALSE(r);
+  EXPECT_THAT(r.message(), HasSubstr("guard canaries of 'out'"));
   EXPECT_THAT(r.message(), HasSubstr("byte 4000 (after the buffer)"));
-  EXPECT_TRUE(fx::bitwise_equal(out_->host(), want_, Shape{kN})) << "payload itself is right";
+  EXPECT_TRUE(fx::bitwise_tensors(run_.got.at("out"), run_.want.at("out"), "out"))
+      << "payload itself is right";
 }
 
 TEST_F(Smoke, WriteBeforeTheBeginningHitsTheFrontCanary) {
-  run(Fault::kBeforeBegin, 0);
-  auto r = out_->guards_intact();
+  auto r = check(Fault::kBeforeBegin, 0);
   ASSERT_FALSE(r);
   EXPECT_THAT(r.message(), HasSubstr("byte -4 (before the buffer)"));
 }
 
 TEST_F(Smoke, PlantedNaNIsCaughtByBothComparators) {
-  run(Fault::kNaN, 17);
-  EXPECT_THAT(fx::bitwise_equal(out_->host(), want_, Shape{kN}).message(), HasSubstr("[17]"));
-  EXPECT_FALSE(fx::close(out_->host(), want_, Shape{kN}, {.atol = 1e9}));
+  auto r = check(Fault::kNaN, 17);
+  EXPECT_THAT(r.message(), HasSubstr("[17]"));
+  EXPECT_FALSE(fx::within({.atol = 1e9})(run_.got.at("out"), run_.want.at("out"), "out", {}));
 }
 
 TEST_F(Smoke, SwappedPairIsCaught) {
-  run(Fault::kSwap, 500);
-  auto r = fx::bitwise_equal(out_->host(), want_, Shape{kN});
+  auto r = check(Fault::kSwap, 500);
   ASSERT_FALSE(r);
   EXPECT_THAT(r.message(), HasSubstr("2 of 1000"));
 }
 
 TEST_F(Smoke, OneUlpIsCaughtBitwiseButPassesTolerance) {
-  run(Fault::kOneUlp, 3);
-  auto r = fx::bitwise_equal(out_->host(), want_, Shape{kN});
+  auto r = check(Fault::kOneUlp, 3);
   ASSERT_FALSE(r);
   EXPECT_THAT(r.message(), HasSubstr("ulp 1"));
-  EXPECT_TRUE(fx::close(out_->host(), want_, Shape{kN}, {.atol = 1e-5, .rtol = 1e-5}));
+  EXPECT_TRUE(
+      fx::within({.atol = 1e-5, .rtol = 1e-5})(run_.got.at("out"), run_.want.at("out"), "out", {}));
 }
 
 TEST_F(Smoke, UnwrittenElementStillHoldsPoison) {
-  run(Fault::kSkip, 999);
-  auto r = fx::bitwise_equal(out_->host(), want_, Shape{kN});
+  auto r = check(Fault::kSkip, 999);
   ASSERT_FALSE(r);
   EXPECT_THAT(r.message(), HasSubstr("[999] got -nan (0xffffffff)"));
 }
 
-// A launch whose scalar argument is read from the host at capture time: replaying the graph
-// uses the stale value, which the replay check must catch.
+// A failing check writes a case file and prints the commands that replay it.
+TEST_F(Smoke, FailureWritesTheCaseFileAndReplayCommands) {
+  auto r = fx::check_case(SmokeCase({.fault = Fault::kOneUlp, .at = 5}), fx::test_seed(), stream());
+  ASSERT_FALSE(r);
+  EXPECT_THAT(r.message(), HasSubstr("--family smoke --device"));
+  const std::string msg = r.message();
+  const size_t at = msg.find("case file: ");
+  ASSERT_NE(at, std::string::npos);
+  const std::string path = msg.substr(at + 11, msg.find('\n', at) - at - 11);
+  const fx::Case c = fx::Case::read(path);
+  EXPECT_EQ(c.family, "smoke");
+  EXPECT_TRUE(c.has_input("x") && c.want.count("out") && c.got.count("out"));
+  std::filesystem::remove(path);
+}
+
+// The launch reads scale and bias on the host when it is enqueued, so a captured graph keeps the
+// values of its capture: new scalars each round make the replay stale, which the check catches.
 TEST_F(Smoke, GraphReplayOfStaleHostArgumentIsCaught) {
-  fx::Rng rng(fx::test_seed());
-  DeviceBuffer<float> in(fx::uniform_f32(rng, kN), "in");
-  DeviceBuffer<float> out(kN, "out");
-  float bias = 0;
-  fx::LaunchCase c;
-  c.write_inputs = [&](int round, gpu::Stream) { bias = float(round); };
-  c.reset_outputs = [&](gpu::Stream s) { out.poison(s); };
-  c.launch = [&](gpu::Stream s) {
-    kernels::smoke::affine(in.data(), out.data(), kN, 1.0f, bias, Fault::kNone, 0, s);
-  };
-  c.read_outputs = [&](gpu::Stream s) {
-    out.download(s);
-    std::vector<uint8_t> b(out.bytes());
-    std::memcpy(b.data(), out.host().data(), b.size());
-    return b;
-  };
-  auto r = fx::graph_replay_matches_eager(c, stream());
+  auto r = fx::check_graph_replay(SmokeCase({.draw_scalars = true}), fx::test_seed(), stream());
   ASSERT_FALSE(r);
   EXPECT_THAT(r.message(), HasSubstr("round 1: graph replay and eager launch differ"));
 }
 
 TEST_F(Smoke, GraphReplayWithInputsInCapturedBuffersPasses) {
   const uint64_t seed = fx::test_seed();
-  DSV4_CASE(seed, "n=" << kN);
-  fx::Rng rng(seed);
-  DeviceBuffer<float> in(kN, "in"), out(kN, "out");
-  fx::LaunchCase c;
-  c.write_inputs = [&](int, gpu::Stream s) { in.upload(fx::uniform_f32(rng, kN), s); };
-  c.reset_outputs = [&](gpu::Stream s) { out.poison(s); };
-  c.launch = [&](gpu::Stream s) {
-    kernels::smoke::affine(in.data(), out.data(), kN, 3.0f, 1.0f, Fault::kNone, 0, s);
-  };
-  c.read_outputs = [&](gpu::Stream s) {
-    out.download(s);
-    std::vector<uint8_t> b(out.bytes());
-    std::memcpy(b.data(), out.host().data(), b.size());
-    return b;
-  };
-  EXPECT_TRUE(fx::graph_replay_matches_eager(c, stream()));
-  EXPECT_TRUE(fx::deterministic(c, stream(), 20));
-  EXPECT_TRUE(out.guards_intact());
+  DSV4_CASE(seed, "n=1000");
+  EXPECT_TRUE(fx::check_graph_replay(SmokeCase(cases::SmokeShape{}), seed, stream()));
+  EXPECT_TRUE(fx::check_deterministic(SmokeCase(cases::SmokeShape{}), seed, stream(), 20));
 }
 
-TEST_F(Smoke, EmptyLaunchWritesNothing) {
-  DeviceBuffer<float> out(16, "out");
-  kernels::smoke::affine(nullptr, out.data(), 0, 1.0f, 0.0f, Fault::kNone, 0, stream());
-  out.download(stream());
-  for (float v : out.host()) EXPECT_TRUE(std::isnan(v));
-  EXPECT_TRUE(out.guards_intact());
-}
+TEST_F(Smoke, EmptyLaunchWritesNothing) { fx::expect_case(SmokeCase({.n = 0}), stream()); }
 
 TEST(SmokeDevice, ReportsTheDeviceInUse) {
   std::string why;

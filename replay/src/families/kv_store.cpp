@@ -1,40 +1,53 @@
-// Replay adapter for kv_store: the bf16 row scatter and the fused RMSNorm + RoPE + bf16 store.
+// kv_store kernel case and replay adapter: the bf16 row scatter and the fused RMSNorm + RoPE store.
+#include "dsv4/cases/kv_store.hpp"
+
+#include <algorithm>
 #include <cmath>
 #include <sstream>
-#include <string>
-#include <vector>
 
-#include "dsv4/fixtures/compare.hpp"
-#include "dsv4/fixtures/device_buffer.hpp"
-#include "dsv4/kernels/error_counter.hpp"
 #include "dsv4/kernels/kv_store.hpp"
 #include "dsv4/ref/kv_store.hpp"
 #include "dsv4/replay/replay.hpp"
 
-namespace dsv4::replay {
+namespace dsv4::cases {
 namespace {
 
 namespace ref = ::dsv4::ref::kv_store;
 namespace kern = ::dsv4::kernels::kv_store;
 
-// The case, read and checked. Scatter: in.kv BF16 [T, S], in.loc I64 [T], in.pool BF16 [R, P]
-// (the pool before the store), optional in.width I64 (default S). The fused variant adds
-// in.weight F32 [width], in.cos_sin F32 [n_pos, rope_dim], in.positions I64 [T], optional in.eps
-// F32 (default 1e-6) and in.lanes I32 (the kernel's lane count, which fixes its fp32 order).
-struct KvCase {
-  std::vector<bf16> kv, pool;
-  std::vector<int64_t> loc;
-  size_t T = 0, rows = 0;
-  ref::RowLayout layout;
-  std::vector<uint64_t> pool_shape;
-  bool fused = false;
-  std::vector<float> weight, cos_sin;
-  std::vector<int64_t> positions;
-  float eps = 1e-6f;
-  size_t rope_dim = ref::kRopeDim;
-  bool lanes_given = false;  // a case from this project's kernel: its fp32 order is known
-  int32_t lanes = 32;
+constexpr float kEps = 1e-6f;
 
+int64_t stride_or_width(int64_t stride, int64_t width) { return stride ? stride : width; }
+
+const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
+  return fx::input_of(in, name, "kv_store");
+}
+
+const st::Tensor& matrix(const fx::Tensors& in, const std::string& name) {
+  const st::Tensor& t = input(in, name);
+  if (t.shape.size() != 2) t.throw_shape("in." + name, "2-d [rows, row stride]");
+  return t;
+}
+
+// Rows of normal values, each row at its own scale 2^-4 .. 2^4 (RMSNorm input).
+std::vector<bf16> scaled_rows(fx::Rng& rng, size_t T, size_t stride) {
+  std::vector<float> v(T * stride);
+  for (size_t t = 0; t < T; ++t) {
+    const auto r = fx::normal_f32(rng, stride, 0, std::ldexp(1.0f, int(rng.range(-4, 4))));
+    std::copy(r.begin(), r.end(), v.begin() + t * stride);
+  }
+  return fx::to_bf16(v);
+}
+
+// The host views a reference call needs, read from a case's inputs.
+struct Views {
+  std::vector<bf16> kv;
+  std::vector<int64_t> loc, positions;
+  std::vector<float> weight, cos_sin;
+  ref::RowLayout layout;
+  size_t T = 0, rows = 0;
+  float eps = kEps;
+  size_t rope_dim = ref::kRopeDim;
   ref::NormRope norm_rope() const {
     ref::NormRope p;
     p.weight = weight;
@@ -46,112 +59,35 @@ struct KvCase {
   }
 };
 
-const st::Tensor& matrix(const fx::Case& c, const std::string& name) {
-  const st::Tensor& t = c.input(name);
-  if (t.shape.size() != 2) t.throw_shape("in." + name, "2-d [rows, row stride]");
-  return t;
-}
-
-KvCase read(const fx::Case& c) {
-  KvCase k;
-  const st::Tensor& kv = matrix(c, "kv");
-  const st::Tensor& pool = matrix(c, "pool");
-  k.kv = kv.values<bf16>("in.kv");
-  k.pool = pool.values<bf16>("in.pool");
-  k.loc = c.input("loc").values<int64_t>("in.loc");
-  k.T = kv.shape[0];
-  k.rows = pool.shape[0];
-  k.pool_shape = pool.shape;
-  if (k.loc.size() != k.T) c.input("loc").throw_shape("in.loc", "[" + std::to_string(k.T) + "]");
-  k.layout.src_stride = kv.shape[1];
-  k.layout.pool_stride = pool.shape[1];
-  k.layout.width = c.has_input("width") ? size_t(c.input("width").item<int64_t>("in.width"))
-                                        : size_t(kv.shape[1]);
-  const bool any = c.has_input("weight") || c.has_input("cos_sin") || c.has_input("positions");
-  if (any) {
-    k.fused = true;
-    k.weight = c.input("weight").values<float>("in.weight");
-    const st::Tensor& cs = matrix(c, "cos_sin");
-    k.cos_sin = cs.values<float>("in.cos_sin");
-    k.rope_dim = size_t(cs.shape[1]);
-    k.positions = c.input("positions").values<int64_t>("in.positions");
-    if (k.positions.size() != k.T)
-      c.input("positions").throw_shape("in.positions", "[" + std::to_string(k.T) + "]");
-    if (c.has_input("eps")) k.eps = c.input("eps").item<float>("in.eps");
-    k.lanes_given = c.has_input("lanes");
-    if (k.lanes_given) k.lanes = c.input("lanes").item<int32_t>("in.lanes");
+Views views(const fx::Tensors& in, bool fused) {
+  Views v;
+  const st::Tensor& kv = matrix(in, "kv");
+  const st::Tensor& pool = matrix(in, "pool");
+  v.kv = kv.values<bf16>("in.kv");
+  v.loc = input(in, "loc").values<int64_t>("in.loc");
+  v.T = kv.shape[0];
+  v.rows = pool.shape[0];
+  v.layout.src_stride = kv.shape[1];
+  v.layout.pool_stride = pool.shape[1];
+  v.layout.width =
+      in.count("width") ? size_t(input(in, "width").item<int64_t>("in.width")) : kv.shape[1];
+  if (fused) {
+    v.weight = input(in, "weight").values<float>("in.weight");
+    const st::Tensor& cs = matrix(in, "cos_sin");
+    v.cos_sin = cs.values<float>("in.cos_sin");
+    v.rope_dim = size_t(cs.shape[1]);
+    v.positions = input(in, "positions").values<int64_t>("in.positions");
+    if (in.count("eps")) v.eps = input(in, "eps").item<float>("in.eps");
   }
-  ref::check_layout(k.kv.size(), k.T, k.pool.size(), k.rows, k.layout);
-  return k;
+  return v;
 }
 
-Outputs outputs(const KvCase& k, std::vector<bf16> pool, int64_t errors) {
-  return {{"pool", st::Tensor::of<bf16>(k.pool_shape, pool)},
-          {"errors", st::Tensor::scalar<int64_t>(errors)}};
-}
-
-Outputs reference(const fx::Case& c) {
-  const KvCase k = read(c);
-  std::vector<bf16> pool = k.pool;
-  const ref::Outcome o = k.fused ? ref::norm_rope_store(k.kv, k.loc, pool, k.rows, k.layout,
-                                                        k.norm_rope(), size_t(k.lanes))
-                                 : ref::scatter_rows(k.kv, k.loc, pool, k.rows, k.layout);
-  return outputs(k, std::move(pool), o.rejected);
-}
-
-DeviceRun device(const fx::Case& c) {
-  const KvCase k = read(c);
-  if (k.fused && !kern::lanes_supported(k.lanes))
-    throw CannotRun("kv_store: this device's kernels have no " + std::to_string(k.lanes) +
-                    "-lane variant (in.lanes)");
-  gpu::StreamHandle s;
-  fx::DeviceBuffer<bf16> kv(k.kv, "in.kv");
-  fx::DeviceBuffer<bf16> pool(k.pool, "pool");
-  fx::DeviceBuffer<int64_t> loc(k.loc, "in.loc");
-  fx::DeviceBuffer<int64_t> errors(std::vector<int64_t>{0}, "errors");
-  kern::RowLayout layout;
-  layout.width = int64_t(k.layout.width);
-  layout.src_stride = int64_t(k.layout.src_stride);
-  layout.pool_stride = int64_t(k.layout.pool_stride);
-  DeviceRun run;
-  if (!k.fused) {
-    kern::scatter_rows(kv.data(), loc.data(), int64_t(k.T), pool.data(), int64_t(k.rows), layout,
-                       errors.data(), s);
-  } else {
-    fx::DeviceBuffer<float> weight(k.weight, "in.weight");
-    fx::DeviceBuffer<float> cos_sin(k.cos_sin, "in.cos_sin");
-    fx::DeviceBuffer<int64_t> positions(k.positions, "in.positions");
-    kern::NormRope p;
-    p.weight = weight.data();
-    p.cos_sin = cos_sin.data();
-    p.n_pos = int64_t(k.rope_dim ? k.cos_sin.size() / k.rope_dim : 0);
-    p.positions = positions.data();
-    p.eps = k.eps;
-    p.rope_dim = int(k.rope_dim);
-    p.lanes = k.lanes;
-    kern::norm_rope_store(kv.data(), loc.data(), int64_t(k.T), pool.data(), int64_t(k.rows), layout,
-                          p, errors.data(), s);
-    gpu::synchronize(s);
-    for (const auto* b : {&weight, &cos_sin})
-      if (auto g = b->guards_intact(); !g) run.failures.push_back(g.message());
-    if (auto g = positions.guards_intact(); !g) run.failures.push_back(g.message());
-  }
-  const int64_t n_errors = kernels::read_errors(errors.data(), s);
-  gpu::check_last_error("kv_store replay");
-  run.outputs = outputs(k, pool.download(s), n_errors);
-  gpu::synchronize(s);
-  if (auto g = pool.guards_intact(); !g) run.failures.push_back(g.message());
-  if (auto g = kv.guards_intact(); !g) run.failures.push_back(g.message());
-  if (auto g = loc.guards_intact(); !g) run.failures.push_back(g.message());
-  return run;
-}
-
-// An implementation with another fp32 order (SGLang's kernel, saved from PyTorch) cannot match
-// bit for bit: its written rows are held to the reference's stated bound against the fp64 value,
-// and every other pool value must be untouched, bit for bit.
+// A fused case from another implementation's fp32 order (no in.lanes) cannot match bit for bit:
+// its written rows are held to the reference's stated bound against the fp64 value, and every
+// other pool value must be untouched, bit for bit.
 ::testing::AssertionResult pool_within_bound(const st::Tensor& got, const st::Tensor& want,
-                                             const fx::Case& c) {
-  const KvCase k = read(c);
+                                             const fx::Tensors& in) {
+  const Views k = views(in, true);
   const auto g = got.values<bf16>("got.pool");
   const auto w = want.values<bf16>("want.pool");
   if (g.size() != w.size())
@@ -161,13 +97,14 @@ DeviceRun device(const fx::Case& c) {
   std::vector<double> gw, ww;  // written rows: got vs fp64
   std::vector<bf16> gu, wu;    // the rest: got vs the pool's expected bits
   std::vector<uint8_t> written(w.size(), 0);
+  const size_t P = k.layout.pool(), W = k.layout.width;
   for (size_t t = 0; t < k.T; ++t) {
     const int64_t l = k.loc[t], p = k.positions[t];
     if (l < 0 || size_t(l) >= k.rows || p < 0 || size_t(p) >= n_pos) continue;
-    for (size_t j = 0; j < k.layout.width; ++j) written[size_t(l) * k.layout.pool() + j] = 1;
-    for (size_t j = 0; j < k.layout.width; ++j) {
-      gw.push_back(bf16_to_f32(g[size_t(l) * k.layout.pool() + j]));
-      ww.push_back(f64[t * k.layout.width + j]);
+    for (size_t j = 0; j < W; ++j) {
+      written[size_t(l) * P + j] = 1;
+      gw.push_back(bf16_to_f32(g[size_t(l) * P + j]));
+      ww.push_back(f64[t * W + j]);
     }
   }
   for (size_t i = 0; i < w.size(); ++i)
@@ -191,42 +128,136 @@ DeviceRun device(const fx::Case& c) {
   return r;
 }
 
-::testing::AssertionResult compare(const std::string& output, const st::Tensor& got,
-                                   const st::Tensor& want, const fx::Case& c) {
-  if (got.shape != want.shape)
-    return ::testing::AssertionFailure() << output << ": shape " << got.shape_str()
-                                         << " under test, " << want.shape_str() << " expected";
-  fx::Options opt;
-  opt.name = output;
-  if (output == "errors")
-    return fx::bitwise_equal(got.values<int64_t>("got.errors"), want.values<int64_t>("want.errors"),
-                             fx::Shape{}, opt);
-  if (output != "pool")
-    return ::testing::AssertionFailure() << "kv_store has no output '" << output << "'";
-  const bool fused = c.has_input("weight");
-  if (fused && !c.has_input("lanes")) return pool_within_bound(got, want, c);
-  std::vector<size_t> dims(got.shape.begin(), got.shape.end());
-  return fx::bitwise_equal(got.values<bf16>("got.pool"), want.values<bf16>("want.pool"),
-                           fx::Shape(dims), opt);
-}
-
-Family make() {
-  Family f;
-  f.name = "kv_store";
-  f.summary =
-      "in.kv BF16[T, S], in.loc I64[T], in.pool BF16[R, P] (the pool before), optional in.width "
-      "I64 (default S); fused RMSNorm+RoPE variant when in.weight F32[width], in.cos_sin "
-      "F32[n_pos, rope_dim], in.positions I64[T] are given (optional in.eps F32, in.lanes I32) -> "
-      "pool BF16[R, P], errors I64 (rejected rows). Bitwise, except a fused case without in.lanes "
-      "(another implementation's fp32 order): written rows within the reference's bf16 bound of "
-      "the fp64 value, the rest of the pool bitwise";
-  f.reference = reference;
-  f.device = device;
-  f.compare = compare;
-  return f;
-}
-
 }  // namespace
-}  // namespace dsv4::replay
 
-DSV4_REPLAY_FAMILY(::dsv4::replay::make())
+std::vector<bf16> raw_bf16_bits(fx::Rng& rng, size_t n) {
+  std::vector<bf16> v(n);
+  for (auto& x : v) x.bits = uint16_t(rng.next());
+  return v;
+}
+
+std::string KvStoreShape::str() const {
+  std::ostringstream os;
+  os << "T=" << T << " R=" << R << " W=" << width;
+  if (src_stride) os << " src_stride=" << src_stride;
+  if (pool_stride) os << " pool_stride=" << pool_stride;
+  if (lanes) os << " lanes=" << lanes;
+  return os.str();
+}
+
+KvStoreCase::KvStoreCase(KvStoreShape shape) : shape_(shape), fused_(shape.lanes != 0) {
+  if (shape_.n_pos == 0) shape_.n_pos = std::clamp<int64_t>(4 * shape_.T, 64, 4096);
+}
+
+KvStoreCase::KvStoreCase(const fx::Tensors& in) {
+  fused_ = in.count("weight") || in.count("cos_sin") || in.count("positions");
+  const Views v = views(in, fused_);
+  if (v.loc.size() != v.T) input(in, "loc").throw_shape("in.loc", "[" + std::to_string(v.T) + "]");
+  if (fused_ && v.positions.size() != v.T)
+    input(in, "positions").throw_shape("in.positions", "[" + std::to_string(v.T) + "]");
+  ref::check_layout(v.kv.size(), v.T, input(in, "pool").numel(), v.rows, v.layout);
+  shape_.T = int64_t(v.T);
+  shape_.R = int64_t(v.rows);
+  shape_.width = int64_t(v.layout.width);
+  shape_.src_stride = int64_t(v.layout.src_stride);
+  shape_.pool_stride = int64_t(v.layout.pool_stride);
+  lanes_given_ = in.count("lanes") != 0;
+  if (fused_) {
+    shape_.lanes = lanes_given_ ? input(in, "lanes").item<int32_t>("in.lanes") : 32;
+    shape_.n_pos = int64_t(v.rope_dim ? v.cos_sin.size() / v.rope_dim : 0);
+  }
+}
+
+fx::Tensors KvStoreCase::draw(fx::Rng& rng) const {
+  const KvStoreShape& s = shape_;
+  const int64_t S = stride_or_width(s.src_stride, s.width);
+  const int64_t P = stride_or_width(s.pool_stride, s.width);
+  const uint64_t T = uint64_t(s.T);
+  fx::Tensors in;
+  in["kv"] = st::Tensor::of<bf16>({T, uint64_t(S)}, fused_ ? scaled_rows(rng, T, size_t(S))
+                                                           : raw_bf16_bits(rng, T * size_t(S)));
+  in["loc"] = st::Tensor::of<int64_t>(fx::hostile_indices(rng, T, s.R, s.mix).idx);
+  in["pool"] = fx::filled(st::DType::BF16, {uint64_t(s.R), uint64_t(P)},
+                          fx::default_poison(st::DType::BF16));
+  in["width"] = st::Tensor::scalar<int64_t>(s.width);
+  if (fused_) {
+    const size_t rope_dim = size_t(std::min<int64_t>(64, s.width));
+    std::vector<int64_t> p(T);
+    for (auto& q : p) q = rng.range(0, s.n_pos - 1);
+    in["positions"] = st::Tensor::of<int64_t>(p);
+    in["weight"] = st::Tensor::of<float>(fx::uniform_f32(rng, size_t(s.width), 0.5f, 1.5f));
+    in["cos_sin"] = st::Tensor::of<float>({uint64_t(s.n_pos), rope_dim},
+                                          ref::rope_table(size_t(s.n_pos), rope_dim));
+    in["eps"] = st::Tensor::scalar<float>(kEps);
+    in["lanes"] = st::Tensor::scalar<int32_t>(s.lanes);
+  }
+  return in;
+}
+
+std::vector<fx::OutputSpec> KvStoreCase::outputs(const fx::Tensors& in) const {
+  const st::Tensor& pool = input(in, "pool");
+  return {
+      {.name = "pool", .dtype = st::DType::BF16, .shape = pool.shape, .init = fx::Init::kFromInput},
+      {.name = "errors", .dtype = st::DType::I64, .shape = {}, .init = fx::Init::kZero}};
+}
+
+fx::Tensors KvStoreCase::reference(const fx::Tensors& in) const {
+  const Views v = views(in, fused_);
+  std::vector<bf16> pool = input(in, "pool").values<bf16>("in.pool");
+  const ref::Outcome o = fused_ ? ref::norm_rope_store(v.kv, v.loc, pool, v.rows, v.layout,
+                                                       v.norm_rope(), size_t(shape_.lanes))
+                                : ref::scatter_rows(v.kv, v.loc, pool, v.rows, v.layout);
+  return {{"pool", st::Tensor::of<bf16>(input(in, "pool").shape, pool)},
+          {"errors", st::Tensor::scalar<int64_t>(o.rejected)}};
+}
+
+void KvStoreCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
+  const kern::RowLayout layout{
+      .width = shape_.width, .src_stride = shape_.src_stride, .pool_stride = shape_.pool_stride};
+  if (!fused_) {
+    kern::scatter_rows(d.ptr<bf16>("kv"), d.ptr<int64_t>("loc"), shape_.T, d.ptr<bf16>("pool"),
+                       shape_.R, layout, d.ptr<int64_t>("errors"), s);
+    return;
+  }
+  const st::Tensor& cs = d.host("cos_sin");
+  const kern::NormRope p{.weight = d.ptr<float>("weight"),
+                         .cos_sin = d.ptr<float>("cos_sin"),
+                         .n_pos = int64_t(cs.shape[0]),
+                         .positions = d.ptr<int64_t>("positions"),
+                         .eps = d.has("eps") ? d.scalar<float>("eps") : kEps,
+                         .rope_dim = int(cs.shape[1]),
+                         .lanes = shape_.lanes};
+  kern::norm_rope_store(d.ptr<bf16>("kv"), d.ptr<int64_t>("loc"), shape_.T, d.ptr<bf16>("pool"),
+                        shape_.R, layout, p, d.ptr<int64_t>("errors"), s);
+}
+
+std::string KvStoreCase::cannot_run() const {
+  if (!fused_) return "";
+  if (!kern::lanes_supported(shape_.lanes))
+    return "lanes=" + std::to_string(shape_.lanes) + " is not built for backend " + gpu::backend();
+  const int wave = gpu::device_info().wave_width;
+  if (shape_.lanes > wave)
+    return "lanes=" + std::to_string(shape_.lanes) + " exceeds the device's wave width " +
+           std::to_string(wave);
+  return "";
+}
+
+::testing::AssertionResult KvStoreCase::compare(const fx::OutputSpec& spec, const st::Tensor& got,
+                                                const st::Tensor& want,
+                                                const fx::Tensors& in) const {
+  if (spec.name == "pool" && fused_ && !lanes_given_ && got.shape == want.shape)
+    return pool_within_bound(got, want, in);
+  return fx::KernelCase::compare(spec, got, want, in);
+}
+
+}  // namespace dsv4::cases
+
+DSV4_KERNEL_FAMILY(
+    "kv_store",
+    "in.kv BF16[T, S], in.loc I64[T], in.pool BF16[R, P] (the pool before), optional in.width "
+    "I64 (default S); fused RMSNorm+RoPE variant when in.weight F32[width], in.cos_sin "
+    "F32[n_pos, rope_dim], in.positions I64[T] are given (optional in.eps F32, in.lanes I32) -> "
+    "pool BF16[R, P], errors I64 (rejected rows). Bitwise, except a fused case without in.lanes "
+    "(another implementation's fp32 order): written rows within the reference's bf16 bound of "
+    "the fp64 value, the rest of the pool bitwise",
+    ::dsv4::cases::KvStoreCase)

@@ -1,16 +1,16 @@
-// Replay adapter for smoke: out = x * scale + bias in fp32 (the kernel with planted faults).
-#include <string>
-#include <vector>
+// smoke kernel case and replay adapter: out = x * scale + bias in fp32 (the kernel with faults).
+#include "dsv4/cases/smoke.hpp"
 
-#include "dsv4/fixtures/compare.hpp"
-#include "dsv4/fixtures/device_buffer.hpp"
-#include "dsv4/kernels/smoke.hpp"
+#include <sstream>
+
+#include "dsv4/fixtures/generators.hpp"
 #include "dsv4/replay/replay.hpp"
 
-namespace dsv4::replay {
+namespace dsv4::cases {
 namespace {
 
-namespace smoke = kernels::smoke;
+namespace st = fx::st;
+using kernels::smoke::Fault;
 
 // The specification of smoke (it has no reference library file): one fp32 multiply, one fp32
 // add, no contraction (the kernels and this file are built with contraction off).
@@ -23,85 +23,68 @@ std::vector<float> affine(const std::vector<float>& x, float scale, float bias) 
   return out;
 }
 
-struct Inputs {
-  const st::Tensor* x;
-  std::vector<float> xs;
-  float scale, bias;
-};
-
-Inputs inputs(const fx::Case& c) {
-  Inputs in{&c.input("x"), {}, 0, 0};
-  in.xs = in.x->values<float>("in.x");
-  in.scale = c.input("scale").item<float>("in.scale");
-  in.bias = c.input("bias").item<float>("in.bias");
-  return in;
-}
-
-st::Tensor out_like(const st::Tensor& x, const std::vector<float>& v) {
-  return st::Tensor::of<float>(x.shape, v);
-}
-
-Outputs reference(const fx::Case& c) {
-  const Inputs in = inputs(c);
-  return {{"out", out_like(*in.x, affine(in.xs, in.scale, in.bias))}};
-}
-
-// The launcher's planted-fault parameters are inputs too (in.fault I32, in.at I64, both
-// optional), so a case saved from a fault test reproduces on the device; the reference ignores
-// them.
-DeviceRun device(const fx::Case& c) {
-  const Inputs in = inputs(c);
-  const int32_t fault = c.has_input("fault") ? c.input("fault").item<int32_t>("in.fault") : 0;
-  const int64_t at = c.has_input("at") ? c.input("at").item<int64_t>("in.at") : 0;
-  if (fault < 0 || fault > int32_t(smoke::Fault::kSkip))
-    throw st::FormatError("case", "in.fault", "value",
-                          std::to_string(fault) + " is not a smoke::Fault (0.." +
-                              std::to_string(int(smoke::Fault::kSkip)) + ")");
-  if (at < 0) throw st::FormatError("case", "in.at", "value", std::to_string(at) + " < 0");
-  const size_t n = in.xs.size();
-  gpu::StreamHandle stream;
-  fx::DeviceBuffer<float> x(in.xs, "in.x");
-  fx::DeviceBuffer<float> out(n, "out");
-  out.poison(stream);
-  smoke::affine(x.data(), out.data(), n, in.scale, in.bias, smoke::Fault(fault), size_t(at),
-                stream);
-  gpu::synchronize(stream);
-  gpu::check_last_error("smoke::affine");
-  DeviceRun run;
-  run.outputs["out"] = out_like(*in.x, out.download(stream));
-  gpu::synchronize(stream);
-  if (auto g = out.guards_intact(); !g) run.failures.push_back(g.message());
-  if (auto g = x.guards_intact(); !g) run.failures.push_back(g.message());
-  return run;
-}
-
-::testing::AssertionResult compare(const std::string& output, const st::Tensor& got,
-                                   const st::Tensor& want, const fx::Case&) {
-  if (got.shape != want.shape)
-    return ::testing::AssertionFailure() << output << ": shape " << got.shape_str()
-                                         << " under test, " << want.shape_str() << " expected";
-  const auto g = got.values<float>("got." + output);
-  const auto w = want.values<float>("want." + output);
-  fx::Options opt;
-  opt.name = output;
-  std::vector<size_t> dims(got.shape.begin(), got.shape.end());
-  return fx::bitwise_equal(g, w, fx::Shape(dims), opt);
-}
-
-Family make() {
-  Family f;
-  f.name = "smoke";
-  f.summary =
-      "in.x F32[any shape], in.scale F32 (one element), in.bias F32 (one element), optional "
-      "in.fault I32 and in.at I64 (planted-fault launcher parameters, device only) -> out F32 "
-      "like in.x = x*scale + bias; bitwise comparison";
-  f.reference = reference;
-  f.device = device;
-  f.compare = compare;
-  return f;
+const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
+  return fx::input_of(in, name, "smoke");
 }
 
 }  // namespace
-}  // namespace dsv4::replay
 
-DSV4_REPLAY_FAMILY(::dsv4::replay::make())
+std::string SmokeShape::str() const {
+  std::ostringstream os;
+  os << "n=" << n;
+  if (fault != Fault::kNone) os << " fault=" << int(fault) << " at=" << at;
+  return os.str();
+}
+
+SmokeCase::SmokeCase(const fx::Tensors& in) {
+  shape_.n = input(in, "x").values<float>("in.x").size();
+  shape_.scale = input(in, "scale").item<float>("in.scale");
+  shape_.bias = input(in, "bias").item<float>("in.bias");
+  const int32_t fault = in.count("fault") ? input(in, "fault").item<int32_t>("in.fault") : 0;
+  const int64_t at = in.count("at") ? input(in, "at").item<int64_t>("in.at") : 0;
+  if (fault < 0 || fault > int32_t(Fault::kSkip))
+    throw st::FormatError("case", "in.fault", "value",
+                          std::to_string(fault) + " is not a smoke::Fault (0.." +
+                              std::to_string(int(Fault::kSkip)) + ")");
+  if (at < 0) throw st::FormatError("case", "in.at", "value", std::to_string(at) + " < 0");
+  shape_.fault = Fault(fault);
+  shape_.at = size_t(at);
+}
+
+fx::Tensors SmokeCase::draw(fx::Rng& rng) const {
+  fx::Tensors in;
+  in["x"] = st::Tensor::of<float>(fx::uniform_f32(rng, shape_.n, -4, 4));
+  const float scale = shape_.draw_scalars ? float(rng.range(1, 8)) : shape_.scale;
+  const float bias = shape_.draw_scalars ? float(rng.range(-8, 8)) : shape_.bias;
+  in["scale"] = st::Tensor::scalar<float>(scale);
+  in["bias"] = st::Tensor::scalar<float>(bias);
+  in["fault"] = st::Tensor::scalar<int32_t>(int32_t(shape_.fault));
+  in["at"] = st::Tensor::scalar<int64_t>(int64_t(shape_.at));
+  return in;
+}
+
+std::vector<fx::OutputSpec> SmokeCase::outputs(const fx::Tensors& in) const {
+  return {{.name = "out", .dtype = st::DType::F32, .shape = input(in, "x").shape}};
+}
+
+fx::Tensors SmokeCase::reference(const fx::Tensors& in) const {
+  const st::Tensor& x = input(in, "x");
+  return {{"out",
+           st::Tensor::of<float>(
+               x.shape, affine(x.values<float>("in.x"), input(in, "scale").item<float>("in.scale"),
+                               input(in, "bias").item<float>("in.bias")))}};
+}
+
+// The scalars are read on the host when the launch is enqueued: a captured graph keeps them.
+void SmokeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
+  kernels::smoke::affine(d.ptr<float>("x"), d.ptr<float>("out"), shape_.n, d.scalar<float>("scale"),
+                         d.scalar<float>("bias"), shape_.fault, shape_.at, s);
+}
+
+}  // namespace dsv4::cases
+
+DSV4_KERNEL_FAMILY("smoke",
+                   "in.x F32[any shape], in.scale F32 (one element), in.bias F32 (one element), "
+                   "optional in.fault I32 and in.at I64 (planted-fault launcher parameters, device "
+                   "only) -> out F32 like in.x = x*scale + bias; bitwise comparison",
+                   ::dsv4::cases::SmokeCase)

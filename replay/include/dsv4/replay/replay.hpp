@@ -3,19 +3,23 @@
 
 // A family adapter knows a family's case layout: which in.* tensors it reads, how to run the CPU
 // reference and (in a GPU build) the kernel on them, and which comparator of fixtures/compare.hpp
-// judges an output. Each adapter is one file replay/src/families/<family>.cpp that registers
-// itself with DSV4_REPLAY_FAMILY; nothing else lists the families.
+// judges an output. Each adapter is a fx::KernelCase (dsv4/fixtures/kernel_case.hpp) declared in
+// replay/include/dsv4/cases/<family>.hpp and defined in replay/src/families/<family>.cpp, which
+// registers it with DSV4_KERNEL_FAMILY; the GPU test and the benchmark use the same class.
+// Nothing else lists the families.
 
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <iosfwd>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "dsv4/fixtures/case_file.hpp"
+#include "dsv4/fixtures/kernel_case.hpp"
 #include "dsv4/fixtures/safetensors.hpp"
 
 namespace dsv4::replay {
@@ -55,6 +59,18 @@ struct Family {
       compare;
 };
 
+// A family whose adapter is a fx::KernelCase: `make` builds the case object from a case file's
+// inputs (throwing st::FormatError or std::invalid_argument when they do not fit), and the
+// reference, the device run (poisoned, canary-guarded buffers, in-place outputs starting from
+// their input) and the comparator of every output all come from it.
+Family kernel_case_family(std::string name, std::string summary,
+                          std::function<std::unique_ptr<fx::KernelCase>(const fx::Tensors&)> make);
+
+// Golden case files (fx::golden_files): every committed file of `family` replayed through the
+// family's CPU reference, each stored got.* held to the reference's output bit for bit. Fails
+// when the family has no golden file or is not registered.
+::testing::AssertionResult check_golden(const std::string& family);
+
 // Adds a family; a second family of the same name is a programming error (std::logic_error).
 bool register_family(Family f);
 const Family* find_family(const std::string& name);
@@ -88,6 +104,14 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
 #define DSV4_REPLAY_CONCAT2_(a, b) a##b
 #define DSV4_REPLAY_CONCAT_(a, b) DSV4_REPLAY_CONCAT2_(a, b)
 // DSV4_REPLAY_FAMILY(make_family()): registers a family at static initialisation.
+// DSV4_KERNEL_FAMILY("name", "summary", CaseClass): registers a fx::KernelCase adapter whose
+// constructor CaseClass(const fx::Tensors& inputs) reads a case file's inputs.
+#define DSV4_KERNEL_FAMILY(name, summary, CaseClass)                                 \
+  DSV4_REPLAY_FAMILY(::dsv4::replay::kernel_case_family(                             \
+      name, summary,                                                                 \
+      [](const ::dsv4::fx::Tensors& in) -> std::unique_ptr<::dsv4::fx::KernelCase> { \
+        return std::make_unique<CaseClass>(in);                                      \
+      }))
 #define DSV4_REPLAY_FAMILY(expr)                                                       \
   namespace {                                                                          \
   [[maybe_unused]] const bool DSV4_REPLAY_CONCAT_(dsv4_replay_registered_, __LINE__) = \

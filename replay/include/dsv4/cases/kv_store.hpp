@@ -1,0 +1,61 @@
+// The kv_store kernel case: case layout, draw, reference, launch and comparator of the row scatter
+// and of the fused RMSNorm + RoPE + bf16 store, shared by the GPU test, dsv4-replay and the bench.
+#pragma once
+
+// Case layout. Scatter: in.kv BF16 [T, S], in.loc I64 [T], in.pool BF16 [R, P] (the pool before
+// the store), in.width I64 (optional in a case file, default S). The fused store adds in.weight
+// F32 [width], in.cos_sin F32 [n_pos, rope_dim], in.positions I64 [T], in.eps F32 (optional,
+// default 1e-6) and in.lanes I32 (the kernel's lane count, which fixes its fp32 order; a case
+// without it comes from another implementation). Outputs: pool BF16 [R, P] (in place, starting
+// from in.pool) and errors I64 [] (rejected rows, the launcher's counter).
+
+#include <cstdint>
+#include <string>
+
+#include "dsv4/fixtures/generators.hpp"
+#include "dsv4/fixtures/kernel_case.hpp"
+
+namespace dsv4::cases {
+
+namespace st = fx::st;
+
+struct KvStoreShape {
+  int64_t T = 0;  // rows to store
+  int64_t R = 0;  // pool rows
+  int64_t width = 512;
+  int64_t src_stride = 0;   // 0: width
+  int64_t pool_stride = 0;  // 0: width
+  int lanes = 0;            // 0: scatter_rows; 16, 32, 64: norm_rope_store with that many lanes
+  int64_t n_pos = 0;        // rows of the RoPE table; 0: clamp(4T, 64, 4096)
+  fx::IndexMix mix{};       // how loc is drawn (hostile values mixed in)
+  std::string str() const;  // "T=64 R=99 W=512 lanes=32", strides when set
+};
+
+class KvStoreCase : public fx::KernelCase {
+ public:
+  explicit KvStoreCase(KvStoreShape shape);
+  // From a case file's inputs (checked; throws st::FormatError or std::invalid_argument).
+  explicit KvStoreCase(const fx::Tensors& in);
+  const KvStoreShape& shape() const { return shape_; }
+  bool fused() const { return fused_; }
+
+  std::string family() const override { return "kv_store"; }
+  std::string name() const override { return shape_.str(); }
+  fx::Tensors draw(fx::Rng& rng) const override;
+  std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
+  fx::Tensors reference(const fx::Tensors& in) const override;
+  void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
+  std::string cannot_run() const override;
+  ::testing::AssertionResult compare(const fx::OutputSpec& spec, const st::Tensor& got,
+                                     const st::Tensor& want, const fx::Tensors& in) const override;
+
+ private:
+  KvStoreShape shape_;
+  bool fused_ = false;
+  bool lanes_given_ = true;  // false: a fused case from another implementation's fp32 order
+};
+
+// Every bf16 bit pattern (NaNs, infinities, subnormals): the row values a scatter must copy.
+std::vector<bf16> raw_bf16_bits(fx::Rng& rng, size_t n);
+
+}  // namespace dsv4::cases

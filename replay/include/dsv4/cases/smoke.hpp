@@ -1,0 +1,40 @@
+// The smoke kernel case: out = x * scale + bias with planted faults, the harness's own proof.
+#pragma once
+
+// Case layout: in.x F32 [any shape], in.scale F32 [], in.bias F32 [], optional in.fault I32 and
+// in.at I64 (the planted-fault launcher parameters; the reference ignores them). Output: out F32
+// like in.x, poisoned before each launch, compared bit for bit.
+
+#include <cstddef>
+#include <string>
+
+#include "dsv4/fixtures/kernel_case.hpp"
+#include "dsv4/kernels/smoke.hpp"
+
+namespace dsv4::cases {
+
+struct SmokeShape {
+  size_t n = 1000;
+  kernels::smoke::Fault fault = kernels::smoke::Fault::kNone;
+  size_t at = 0;
+  float scale = 2.0f, bias = 0.5f;
+  bool draw_scalars = false;  // draw scale and bias too (host arguments a graph captures)
+  std::string str() const;
+};
+
+class SmokeCase : public fx::KernelCase {
+ public:
+  explicit SmokeCase(SmokeShape shape) : shape_(shape) {}
+  explicit SmokeCase(const fx::Tensors& in);
+  std::string family() const override { return "smoke"; }
+  std::string name() const override { return shape_.str(); }
+  fx::Tensors draw(fx::Rng& rng) const override;
+  std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
+  fx::Tensors reference(const fx::Tensors& in) const override;
+  void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
+
+ private:
+  SmokeShape shape_;
+};
+
+}  // namespace dsv4::cases
