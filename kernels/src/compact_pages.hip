@@ -307,7 +307,8 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
       return;
     }
   }
-  const uint8_t sc = a.pool[page_base + a.g.scale_offset + row * P.scale_bytes + v0 / P.tile_values];
+  const uint8_t sc =
+      a.pool[page_base + a.g.scale_offset + row * P.scale_bytes + v0 / P.tile_values];
   constexpr int kCodeBytes = P.fp4 ? kV / 2 : kV;
   uint32_t codes[kCodeBytes / 4];
   load_words<kCodeBytes>(data + (P.fp4 ? v0 / 2 : v0), codes);
@@ -325,9 +326,9 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
       const nvfp4::Decoder d = nvfp4::decoder(sc);
       DSV4_FMT_UNROLL
       for (int i = 0; i < kV; ++i)
-        bits[i] = d.nan ? kv::kNaN32
-                        : nvfp4::decode_bits_number(
-                              uint8_t((codes[i / 8] >> (4 * (i % 8))) & 0xfu), d);
+        bits[i] =
+            d.nan ? kv::kNaN32
+                  : nvfp4::decode_bits_number(uint8_t((codes[i / 8] >> (4 * (i % 8))) & 0xfu), d);
     } else {
       DSV4_FMT_UNROLL
       for (int i = 0; i < kV; ++i)
@@ -381,8 +382,8 @@ Geometry check_pool(const char* fn, KvLayout l, int64_t page_size, int64_t num_p
 int64_t check_stride(const char* fn, const char* name, int64_t stride) {
   if (stride == 0) stride = kTokenValues;
   if (stride < kTokenValues || stride % 8 != 0)
-    bad(fn, std::string(name) + "=" + std::to_string(stride) +
-                " must be 0 or a multiple of 8 >= 512");
+    bad(fn,
+        std::string(name) + "=" + std::to_string(stride) + " must be 0 or a multiple of 8 >= 512");
   return stride;
 }
 
@@ -470,14 +471,22 @@ void quantize(KvLayout l, int64_t page_size, const bf16* src, int64_t src_stride
   src_stride = check_stride(fn, "src_stride", src_stride);
   if (n_rows == 0) return;
   check_pointers(fn, "src", src, pool, slots, errors);
-  const QuantizeArgs a{reinterpret_cast<const Pack16*>(src), src_stride / 8, slots, n_rows, pool,
-                       g, errors};
+  const QuantizeArgs a{
+      reinterpret_cast<const Pack16*>(src), src_stride / 8, slots, n_rows, pool, g, errors};
   const hipStream_t st = static_cast<hipStream_t>(s);
   switch (l) {
-    case KvLayout::kV41: launch_quantize_v<int(KvLayout::kV41)>(v, a, st); break;
-    case KvLayout::kV41Fp4: launch_quantize_v<int(KvLayout::kV41Fp4)>(v, a, st); break;
-    case KvLayout::kV4: launch_quantize_v<int(KvLayout::kV4)>(v, a, st); break;
-    case KvLayout::kV4Fnuz: launch_quantize_v<int(KvLayout::kV4Fnuz)>(v, a, st); break;
+    case KvLayout::kV41:
+      launch_quantize_v<int(KvLayout::kV41)>(v, a, st);
+      break;
+    case KvLayout::kV41Fp4:
+      launch_quantize_v<int(KvLayout::kV41Fp4)>(v, a, st);
+      break;
+    case KvLayout::kV4:
+      launch_quantize_v<int(KvLayout::kV4)>(v, a, st);
+      break;
+    case KvLayout::kV4Fnuz:
+      launch_quantize_v<int(KvLayout::kV4Fnuz)>(v, a, st);
+      break;
   }
 }
 

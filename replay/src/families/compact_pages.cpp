@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -60,19 +61,24 @@ std::vector<uint8_t> draw_pool(fx::Rng& rng, const CompactPagesShape& s) {
 }
 
 // The first differing element of two equal-size byte images, or npos.
-size_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b,
-                        size_t elem) {
+size_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, size_t elem) {
   for (size_t i = 0; i < a.size() && i < b.size(); i += elem)
     if (std::memcmp(a.data() + i, b.data() + i, std::min(elem, a.size() - i)) != 0) return i / elem;
   return std::string::npos;
+}
+
+std::string hex_byte(uint8_t b) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02x", b);
+  return buf;
 }
 
 }  // namespace
 
 std::string CompactPagesShape::str() const {
   std::ostringstream os;
-  os << op_name(op) << " " << kv_layout_name(layout) << " P=" << page_size << " pages="
-     << num_pages;
+  os << op_name(op) << " " << kv_layout_name(layout) << " P=" << page_size
+     << " pages=" << num_pages;
   if (!whole_pages) os << " T=" << T;
   if (whole_pages) os << " whole";
   if (stride) os << " stride=" << stride;
@@ -133,9 +139,10 @@ std::string describe_pool_byte(KvLayout l, int64_t page_size, uint64_t offset) {
   const uint64_t scale_end = data_end + uint64_t(page_size) * uint64_t(L.scale_bytes);
   if (in < data_end) {
     const uint64_t row = in / uint64_t(L.data_bytes), b = in % uint64_t(L.data_bytes);
-    const uint64_t value = L.fp4 ? 2 * b : b < uint64_t(L.quant_values)
-                                               ? b
-                                               : uint64_t(L.quant_values) + (b - L.quant_values) / 2;
+    const uint64_t value = L.fp4 ? 2 * b
+                           : b < uint64_t(L.quant_values)
+                               ? b
+                               : uint64_t(L.quant_values) + (b - L.quant_values) / 2;
     os << "row " << row << ", data byte " << b;
     if (value < uint64_t(L.quant_values))
       os << " (tile " << value / uint64_t(L.tile_values) << ")";
@@ -187,7 +194,8 @@ fx::Tensors with_case_metadata(const fx::Case& c) {
       in["slots"] = st::Tensor::of<int64_t>(iota(size_t(n)));
     } else if (in.count("page_size") && t.shape.size() == 2) {
       const int64_t p = in.at("page_size").item<int64_t>("in.page_size");
-      in["slots"] = st::Tensor::of<int64_t>(iota(size_t(t.shape[0]) * size_t(std::max<int64_t>(p, 0))));
+      in["slots"] =
+          st::Tensor::of<int64_t>(iota(size_t(t.shape[0]) * size_t(std::max<int64_t>(p, 0))));
     }
     in["counter"] = st::Tensor::scalar<int64_t>(0);
   }
@@ -377,8 +385,7 @@ void CompactPagesCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
     const size_t i = first_difference(got.data, want.data, 1);
     if (i != std::string::npos)
       r << "\nfirst differing byte " << i << ": " << describe_pool_byte(s.layout, s.page_size, i)
-        << ", got 0x" << std::hex << int(got.data[i]) << " want 0x" << int(want.data[i])
-        << std::dec;
+        << ", got " << hex_byte(got.data[i]) << " want " << hex_byte(want.data[i]);
   } else if (spec.name == "out" || spec.name == "k") {
     const size_t elem = got.dtype == st::DType::F32 ? 4 : 2;
     const size_t i = first_difference(got.data, want.data, elem);
@@ -388,8 +395,7 @@ void CompactPagesCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
       int64_t slot = int64_t(t);
       if (in.count("slots")) slot = input(in, "slots").values<int64_t>("in.slots")[t];
       r << "\nfirst differing value: row " << t << " (slot " << slot;
-      if (slot >= 0)
-        r << ": page " << slot / s.page_size << ", row " << slot % s.page_size;
+      if (slot >= 0) r << ": page " << slot / s.page_size << ", row " << slot % s.page_size;
       r << "), value " << v;
       if (v < size_t(page_layout(s.layout).quant_values))
         r << " (tile " << v / size_t(page_layout(s.layout).tile_values) << ")";
