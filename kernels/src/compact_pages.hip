@@ -320,31 +320,24 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
       else
         mxfp8::decode4_bf16(codes[k], sc, w + 2 * k);
     }
-  } else {
-    uint32_t bits[kV];
-    if constexpr (P.fp4) {
-      const nvfp4::Decoder d = nvfp4::decoder(sc);
-      DSV4_FMT_UNROLL
-      for (int i = 0; i < kV; ++i)
-        bits[i] =
-            d.nan ? kv::kNaN32
-                  : nvfp4::decode_bits_number(uint8_t((codes[i / 8] >> (4 * (i % 8))) & 0xfu), d);
-    } else {
-      DSV4_FMT_UNROLL
-      for (int i = 0; i < kV; ++i)
-        bits[i] = kv::v4_decode_bits(uint8_t(codes[i / 4] >> (8 * (i % 4))), sc, P.fp8);
-    }
+  } else if constexpr (!P.fp4) {
     DSV4_FMT_UNROLL
-    for (int j = 0; j < kOutWords; ++j) {
-      if constexpr (kF32) {
-        w[j] = bits[j];
-      } else if constexpr (P.fp4) {  // exact in bf16: the top halves
-        w[j] = (bits[2 * j] >> 16) | (bits[2 * j + 1] & 0xffff0000u);
-      } else {
-        w[j] = uint32_t(f32_to_bf16(f32_from_bits(bits[2 * j])).bits) |
-               (uint32_t(f32_to_bf16(f32_from_bits(bits[2 * j + 1])).bits) << 16);
-      }
+    for (int k = 0; k < kV / 4; ++k) {
+      if constexpr (kF32)
+        kv::v4_decode4_bits(codes[k], sc, P.fp8, w + 4 * k);
+      else
+        kv::v4_decode4_bf16(codes[k], sc, P.fp8, w + 2 * k);
     }
+  } else if constexpr (!kF32) {  // fp4 -> bf16 through the scale's table
+    const nvfp4::PairTable tb = nvfp4::pair_table(sc);
+    DSV4_FMT_UNROLL
+    for (int k = 0; k < kV / 8; ++k) nvfp4::decode8_bf16(codes[k], tb, w + 4 * k);
+  } else {
+    const nvfp4::Decoder d = nvfp4::decoder(sc);
+    DSV4_FMT_UNROLL
+    for (int i = 0; i < kV; ++i)
+      w[i] = d.nan ? kv::kNaN32
+                   : nvfp4::decode_bits_number(uint8_t((codes[i / 8] >> (4 * (i % 8))) & 0xfu), d);
   }
   store_bytes<int(sizeof(Out)) * kV>(reinterpret_cast<uint8_t*>(out), w);
 }

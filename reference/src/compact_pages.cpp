@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -180,9 +181,12 @@ void quantize_token_fp64(KvLayout l, const bf16* x, uint8_t* data, uint8_t* scal
         scales[b] = uint8_t(e + 127);
         data[k] = fp64::e4m3_nearest(v, std::ldexp(1.0, e));
       } else if (l == KvLayout::kV41Fp4) {
+        // torch.nan_to_num(|x|, nan=inf): NaN -> inf (NaN scale), +inf -> the fp32 maximum.
         uint8_t sc = 0x7f;
-        if (!s.nan && !s.inf)
-          sc = std::max<uint8_t>(1, fp64::e4m3_nearest(std::min(s.amax / 6.0, 448.0)));
+        if (!s.nan) {
+          const double amax = s.inf ? double(std::numeric_limits<float>::max()) : s.amax;
+          sc = std::max<uint8_t>(1, fp64::e4m3_nearest(std::min(amax / 6.0, 448.0)));
+        }
         scales[b] = sc;
         const uint8_t code = sc == 0x7f ? 0 : fp64::e2m1_nearest(v, fp64::e4m3_value(sc));
         uint8_t& byte = data[k / 2];

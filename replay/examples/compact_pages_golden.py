@@ -86,7 +86,9 @@ def e2m1_codes(q):
 def quant_v41_fp4(k):
     n, P, _ = k.shape
     x = k.float().view(n, P, 32, 16)
-    amax = torch.nan_to_num(x.abs(), nan=float("inf")).amax(dim=-1)  # NaN counts as inf
+    # NaN counts as inf; torch.nan_to_num's posinf default turns +inf into the fp32 maximum.
+    fmax32 = torch.finfo(torch.float32).max
+    amax = torch.nan_to_num(x.abs(), nan=float("inf"), posinf=fmax32).amax(dim=-1)
     s = torch.clamp(amax / 6.0, 2.0**-9, 448.0).to(torch.float8_e4m3fn).view(torch.uint8)
     s = torch.where(torch.isinf(amax), torch.full_like(s, 0x7F), s)  # e4m3fn NaN
     sf = s.view(torch.float8_e4m3fn).float()

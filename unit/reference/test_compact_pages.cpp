@@ -177,7 +177,7 @@ TEST(CompactPagesLayouts, V41Fp4TilesByHand) {
   for (int i = 0; i < 16; ++i) {
     tile(1, i) = B(3000.0f);  // 3000/6 = 500 clamps to 448 (0x7e); 3000/448 saturates at 6
     tile(2, i) = B(-3.0f);    // NaN counts as inf: scale 0x7f, codes 0
-    tile(3, i) = B(-3.0f);    // infinity: scale 0x7f, codes 0
+    tile(3, i) = B(-3.0f);    // infinity counts as the fp32 max: scale 448 (0x7e); -inf -> -6
     tile(4, i) = H(0x3a83);   // 0.00099945...: amax/6 below 2^-9 -> scale 2^-9; 0.5117 -> 0.5
     tile(5, i) = B(6.375f);   // 6.375/6 = 1.0625, halfway 1 / 1.125: even 1.0; 6.375 -> 6
   }
@@ -185,13 +185,15 @@ TEST(CompactPagesLayouts, V41Fp4TilesByHand) {
   tile(3, 9) = H(kNegInf);
   const Token t = quantize(KvLayout::kV41Fp4, x);
   std::vector<int> sc = repeat(0x01, 32);
-  sc[0] = 0x38, sc[1] = 0x7e, sc[2] = 0x7f, sc[3] = 0x7f, sc[4] = 0x01, sc[5] = 0x38;
+  sc[0] = 0x38, sc[1] = 0x7e, sc[2] = 0x7f, sc[3] = 0x7e, sc[4] = 0x01, sc[5] = 0x38;
   EXPECT_EQ(bytes(t.scales, 0, 32), sc);
   // Tile 0 codes 7, 0, 2, 0xe, 0x8, 0x8 (-0.1 rounds to -0), then 1.0 -> 2.
   EXPECT_EQ(bytes(t.data, 0, 8),
             (std::vector<int>{0x07, 0xe2, 0x88, 0x22, 0x22, 0x22, 0x22, 0x22}));
   EXPECT_EQ(bytes(t.data, 8, 8), repeat(0x77, 8));
-  EXPECT_EQ(bytes(t.data, 16, 16), repeat(0x00, 16));
+  EXPECT_EQ(bytes(t.data, 16, 8), repeat(0x00, 8)) << "a NaN tile: zero codes";
+  // -3 / 448 rounds to -0 (0x8); value 9, -inf, saturates to -6 (0xf).
+  EXPECT_EQ(bytes(t.data, 24, 8), (std::vector<int>{0x88, 0x88, 0x88, 0x88, 0xf8, 0x88, 0x88, 0x88}));
   EXPECT_EQ(bytes(t.data, 32, 8), repeat(0x11, 8));
   EXPECT_EQ(bytes(t.data, 40, 8), repeat(0x77, 8));
   EXPECT_EQ(bytes(t.data, 48, 208), repeat(0x00, 208));
@@ -281,6 +283,46 @@ TEST(CompactPagesLayouts, V4TilesByHandBothFlavours) {
   EXPECT_EQ(kv::v4_decode_bits(0x80, 0x7f, Fp8Flavour::kE4m3fnuz), 0x7fc00000u);
   EXPECT_EQ(f32_from_bits(kv::v4_decode_bits(0x01, 0x00, Fp8Flavour::kE4m3fnuz)),
             std::ldexp(1.0f, -137));
+}
+
+// The word-at-a-time readers the kernels use (v4: four codes, both flavours; v41_fp4: eight
+// nibbles through a table) against the one-value readers, for every code in every position under
+// every scale byte, next to random normal codes and random bytes.
+TEST(CompactPagesLayouts, WordReadersMatchTheOneValueReaders) {
+  fx::Rng rng(fx::test_seed());
+  int bad = 0;
+  for (uint32_t sc = 0; sc < 256; ++sc) {
+    for (Fp8Flavour f : {Fp8Flavour::kE4m3fn, Fp8Flavour::kE4m3fnuz})
+      for (uint32_t c = 0; c < 256; ++c)
+        for (int k = 0; k < 4; ++k) {
+          uint32_t codes = 0;
+          for (int j = 0; j < 4; ++j) {
+            uint32_t b = uint32_t(rng.next()) & 0xffu;
+            if (rng.next() % 2) b = (b & 0x80u) | uint32_t(rng.range(8, 0x7e));
+            codes |= (j == k ? c : b) << (8 * j);
+          }
+          uint32_t f32[4], b16[2];
+          kv::v4_decode4_bits(codes, uint8_t(sc), f, f32);
+          kv::v4_decode4_bf16(codes, uint8_t(sc), f, b16);
+          for (int j = 0; j < 4; ++j) {
+            const uint32_t want = kv::v4_decode_bits(uint8_t(codes >> (8 * j)), uint8_t(sc), f);
+            const uint16_t want16 = f32_to_bf16(f32_from_bits(want)).bits;
+            bad += f32[j] != want || uint16_t(b16[j / 2] >> (16 * (j % 2))) != want16;
+          }
+        }
+    const nvfp4::PairTable t = nvfp4::pair_table(uint8_t(sc));
+    for (int n = 0; n < 64; ++n) {
+      const uint32_t nibbles = n < 16 ? 0x11111111u * uint32_t(n) : uint32_t(rng.next());
+      uint32_t out[4];
+      nvfp4::decode8_bf16(nibbles, t, out);
+      for (int j = 0; j < 8; ++j) {
+        const uint16_t want =
+            uint16_t(kv::fp4_decode_bits(uint8_t((nibbles >> (4 * j)) & 0xfu), uint8_t(sc)) >> 16);
+        bad += uint16_t(out[j / 2] >> (16 * (j % 2))) != want;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
 }
 
 // ---- fp64 agreement and exhaustive tiles ----------------------------------------------------

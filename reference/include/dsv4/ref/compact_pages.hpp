@@ -22,8 +22,9 @@ using Outcome = SlotOutcome;
 // reader) are written once, next to their code, in dsv4/ref/formats/kv_tiles.hpp. In short:
 //   v41:     ue8m0 scale 2^max(-13, ceil(log2(amax/448))); NaN or inf amax -> scale 0xff (a NaN
 //            tile's data all 0x7f; an inf tile's finite values +-0, its infinities 0x7f).
-//   v41_fp4: e4m3fn scale clamp(amax/6, 2^-9, 448) rounded to nearest even (never zero); NaN
-//            counts as inf and an inf amax gives scale 0x7f with zero codes.
+//   v41_fp4: e4m3fn scale clamp(amax/6, 2^-9, 448) rounded to nearest even (never zero); a NaN
+//            gives scale 0x7f and zero codes; +-inf (no NaN) counts as the fp32 maximum: scale
+//            448 (0x7e), the infinities +-6.
 //   v4:      ue8m0 scale 2^ceil(log2(max(amax, 1e-8)/M)), M = 448 (e4m3fn, kV4) or 240
 //            (e4m3fnuz, kV4Fnuz); NaN values give -M; an inf tile has scale byte 0x7e, its finite
 //            values +-0 and its infinities -M; values 448..511 are stored as raw bf16.
