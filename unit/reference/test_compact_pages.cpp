@@ -193,7 +193,8 @@ TEST(CompactPagesLayouts, V41Fp4TilesByHand) {
   EXPECT_EQ(bytes(t.data, 8, 8), repeat(0x77, 8));
   EXPECT_EQ(bytes(t.data, 16, 8), repeat(0x00, 8)) << "a NaN tile: zero codes";
   // -3 / 448 rounds to -0 (0x8); value 9, -inf, saturates to -6 (0xf).
-  EXPECT_EQ(bytes(t.data, 24, 8), (std::vector<int>{0x88, 0x88, 0x88, 0x88, 0xf8, 0x88, 0x88, 0x88}));
+  EXPECT_EQ(bytes(t.data, 24, 8),
+            (std::vector<int>{0x88, 0x88, 0x88, 0x88, 0xf8, 0x88, 0x88, 0x88}));
   EXPECT_EQ(bytes(t.data, 32, 8), repeat(0x11, 8));
   EXPECT_EQ(bytes(t.data, 40, 8), repeat(0x77, 8));
   EXPECT_EQ(bytes(t.data, 48, 208), repeat(0x00, 208));

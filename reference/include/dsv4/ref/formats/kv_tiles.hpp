@@ -232,9 +232,12 @@ DSV4_HD void v4_decode4_bf16(uint32_t codes, uint8_t sc, Fp8Flavour f, uint32_t*
   }
   DSV4_FMT_UNROLL
   for (int j = 0; j < 2; ++j)
-    out[j] = uint32_t(f32_to_bf16(f32_from_bits(v4_decode_exact(uint8_t(codes >> (16 * j)), sc, f))).bits) |
-             (uint32_t(f32_to_bf16(f32_from_bits(v4_decode_exact(uint8_t(codes >> (16 * j + 8)), sc, f))).bits)
-              << 16);
+    out[j] =
+        uint32_t(
+            f32_to_bf16(f32_from_bits(v4_decode_exact(uint8_t(codes >> (16 * j)), sc, f))).bits) |
+        (uint32_t(f32_to_bf16(f32_from_bits(v4_decode_exact(uint8_t(codes >> (16 * j + 8)), sc, f)))
+                      .bits)
+         << 16);
 }
 
 }  // namespace dsv4::kv
