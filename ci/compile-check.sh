@@ -3,7 +3,7 @@
 # gfx90a;gfx940;gfx1030, clang-19 assembly and a resource report for gfx942 and gfx1030), then nvcc
 # for sm_90 with ptxas' register/spill report. Exits non-zero on a compile error or a spill.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 3
 status=0
 
 echo "== hip-compile: hipcc (gfx90a;gfx940;gfx1030) and clang-19 (gfx942, gfx1030 assembly)"

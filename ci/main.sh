@@ -2,7 +2,7 @@
 # The main job: installs what is missing, builds the preset that fits this machine (hip where ROCm
 # answers, cuda where an NVIDIA GPU answers, cpu otherwise), runs its suite and prints the summary.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 3
 preset=cpu
 if command -v rocminfo >/dev/null 2>&1 && rocminfo 2>/dev/null | grep -q 'gfx9[0-9a-f]*\|gfx1[0-9a-f]*'; then
   preset=hip
@@ -14,7 +14,14 @@ bash ci/deps.sh || { echo "main: could not install dependencies"; exit 3; }
 cmake --preset "$preset" || exit 3
 cmake --build --preset "$preset" -j "$(nproc)" || { echo "main: build FAILED"; exit 1; }
 status=0
-ctest --preset "$preset" -j "$(nproc)" --output-junit junit.xml || status=1
+spec=()
+if [ "$preset" != cpu ]; then
+  # GPU tests (RESOURCE_GROUPS gpus:1) spread over every GPU of the machine; DSV4_GPU_SLOTS tests
+  # share one GPU at a time (nightly/README.md, "GPU resource spec": measured on H200s).
+  nightly/gpu-resource-spec.sh --slots "${DSV4_GPU_SLOTS:-4}" -o "build/$preset/gpu-resource-spec.json" \
+    && spec=(--resource-spec-file "$PWD/build/$preset/gpu-resource-spec.json")
+fi
+ctest --preset "$preset" -j "$(nproc)" "${spec[@]}" --output-junit junit.xml || status=1
 python3 ci/summary.py "build/$preset" "build/$preset/junit.xml" || status=1
 
 # The end-to-end job on its embedded default: dsv4-eval gsm8k (1319 questions written by the

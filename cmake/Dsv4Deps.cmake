@@ -15,8 +15,13 @@ dsv4_require_package(GTest libgtest-dev)
 dsv4_require_package(Eigen3 libeigen3-dev NO_MODULE)
 dsv4_require_package(nlohmann_json nlohmann-json3-dev)
 
-if(DSV4_BUILD_E2E AND NOT DSV4_GPU_BACKEND STREQUAL "hip-compile")
+# Command lines (dsv4-eval, dsv4-nightly, dsv4-replay) and the JUnit reader of dsv4-nightly.
+if(NOT DSV4_GPU_BACKEND STREQUAL "hip-compile")
   dsv4_require_package(cxxopts libcxxopts-dev)
+  dsv4_require_package(pugixml libpugixml-dev)
+endif()
+
+if(DSV4_BUILD_E2E AND NOT DSV4_GPU_BACKEND STREQUAL "hip-compile")
   dsv4_require_package(CURL libcurl4-openssl-dev)
   dsv4_require_package(OpenSSL libssl-dev)
   if(NOT PkgConfig_FOUND)

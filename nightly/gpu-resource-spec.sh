@@ -60,8 +60,8 @@ for ((i = 0; i < n; ++i)); do
 done
 spec+='\n      ]\n    }\n  ]\n}\n'
 if [ "$output" = - ]; then
-  printf "$spec"
+  printf '%b' "$spec"
 else
-  printf "$spec" >"$output" || { echo "gpu-resource-spec: cannot write '$output'" >&2; exit 2; }
+  printf '%b' "$spec" >"$output" || { echo "gpu-resource-spec: cannot write '$output'" >&2; exit 2; }
 fi
 echo "gpu-resource-spec: $n GPUs ($source), $slots slot(s) each -> $output" >&2

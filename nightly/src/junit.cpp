@@ -1,4 +1,4 @@
-// JUnit XML reader (the subset CTest and GoogleTest write) and the families x checks table.
+// JUnit XML reader (pugixml; CTest's and GoogleTest's files) and the families x checks table.
 #include "junit.hpp"
 
 #include <fstream>
@@ -7,103 +7,11 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <pugixml.hpp>
+
 namespace dsv4::nightly {
 
 namespace {
-
-std::string decode(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '&') {
-      out += s[i];
-      continue;
-    }
-    const size_t semi = s.find(';', i);
-    if (semi == std::string::npos) {
-      out += s[i];
-      continue;
-    }
-    const std::string ent = s.substr(i + 1, semi - i - 1);
-    if (ent == "lt")
-      out += '<';
-    else if (ent == "gt")
-      out += '>';
-    else if (ent == "amp")
-      out += '&';
-    else if (ent == "quot")
-      out += '"';
-    else if (ent == "apos")
-      out += '\'';
-    else if (!ent.empty() && ent[0] == '#') {
-      const unsigned long cp = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X')
-                                   ? std::stoul(ent.substr(2), nullptr, 16)
-                                   : std::stoul(ent.substr(1), nullptr, 10);
-      if (cp < 0x80) {
-        out += static_cast<char>(cp);
-      } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-      } else {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-      }
-    } else {
-      out += s.substr(i, semi - i + 1);
-    }
-    i = semi;
-  }
-  return out;
-}
-
-struct Tag {
-  std::string name;
-  std::map<std::string, std::string> attrs;
-  bool closing = false;
-  bool self_closing = false;
-};
-
-// Parses the tag whose '<' is at xml[pos]; returns the position after its '>'.
-size_t parse_tag(const std::string& xml, size_t pos, Tag& tag) {
-  size_t i = pos + 1;
-  if (i < xml.size() && xml[i] == '/') {
-    tag.closing = true;
-    ++i;
-  }
-  const size_t name_start = i;
-  while (i < xml.size() && !isspace(static_cast<unsigned char>(xml[i])) && xml[i] != '>' &&
-         xml[i] != '/')
-    ++i;
-  tag.name = xml.substr(name_start, i - name_start);
-  for (;;) {
-    while (i < xml.size() && isspace(static_cast<unsigned char>(xml[i]))) ++i;
-    if (i >= xml.size())
-      throw std::runtime_error("unterminated tag <" + tag.name + " in JUnit XML");
-    if (xml[i] == '>') return i + 1;
-    if (xml[i] == '/' && i + 1 < xml.size() && xml[i + 1] == '>') {
-      tag.self_closing = true;
-      return i + 2;
-    }
-    const size_t key_start = i;
-    while (i < xml.size() && xml[i] != '=' && xml[i] != '>' &&
-           !isspace(static_cast<unsigned char>(xml[i])))
-      ++i;
-    const std::string key = xml.substr(key_start, i - key_start);
-    while (i < xml.size() && isspace(static_cast<unsigned char>(xml[i]))) ++i;
-    if (i >= xml.size() || xml[i] != '=')
-      throw std::runtime_error("attribute '" + key + "' of <" + tag.name + "> has no value");
-    ++i;
-    while (i < xml.size() && isspace(static_cast<unsigned char>(xml[i]))) ++i;
-    if (i >= xml.size() || (xml[i] != '"' && xml[i] != '\''))
-      throw std::runtime_error("attribute '" + key + "' of <" + tag.name + "> is not quoted");
-    const char quote = xml[i++];
-    const size_t end = xml.find(quote, i);
-    if (end == std::string::npos)
-      throw std::runtime_error("unterminated attribute '" + key + "' of <" + tag.name + ">");
-    tag.attrs[key] = decode(xml.substr(i, end - i));
-    i = end + 1;
-  }
-}
 
 std::string normalized(const std::string& s) {
   std::string out;
@@ -124,58 +32,34 @@ std::string cell(const Counts& c) {
 }  // namespace
 
 std::vector<TestResult> parse_junit(const std::string& xml) {
+  pugi::xml_document doc;
+  const pugi::xml_parse_result ok = doc.load_buffer(xml.data(), xml.size());
+  if (!ok)
+    throw std::runtime_error(std::string("malformed JUnit XML at byte ") +
+                             std::to_string(ok.offset) + ": " + ok.description());
   std::vector<TestResult> out;
-  bool in_case = false;
-  TestResult cur;
-  auto finish = [&] {
-    out.push_back(cur);
-    in_case = false;
-  };
-  size_t i = 0;
-  while ((i = xml.find('<', i)) != std::string::npos) {
-    if (xml.compare(i, 4, "<!--") == 0) {
-      const size_t e = xml.find("-->", i);
-      if (e == std::string::npos) throw std::runtime_error("unterminated comment in JUnit XML");
-      i = e + 3;
-      continue;
-    }
-    if (xml.compare(i, 9, "<![CDATA[") == 0) {
-      const size_t e = xml.find("]]>", i);
-      if (e == std::string::npos) throw std::runtime_error("unterminated CDATA in JUnit XML");
-      i = e + 3;
-      continue;
-    }
-    if (xml.compare(i, 2, "<?") == 0 || xml.compare(i, 2, "<!") == 0) {
-      const size_t e = xml.find('>', i);
-      if (e == std::string::npos) throw std::runtime_error("unterminated declaration in JUnit XML");
-      i = e + 1;
-      continue;
-    }
-    Tag tag;
-    i = parse_tag(xml, i, tag);
-    if (tag.name == "testcase") {
-      if (tag.closing) {
-        if (in_case) finish();
-        continue;
+  // Every <testcase>, wherever it sits (<testsuites>/<testsuite> nesting differs by writer).
+  for (const pugi::xpath_node& n : doc.select_nodes("//testcase")) {
+    const pugi::xml_node tc = n.node();
+    TestResult r;
+    const std::string name = tc.attribute("name").value(), cls = tc.attribute("classname").value();
+    r.name = (!cls.empty() && cls != name) ? cls + "." + name : name;
+    const std::string status = tc.attribute("status").value(),
+                      result = tc.attribute("result").value();
+    if (status == "notrun" || status == "disabled" || result == "skipped" || result == "suppressed")
+      r.outcome = Outcome::kSkip;
+    for (const pugi::xml_node child : tc.children()) {
+      const std::string tag = child.name();
+      if (tag == "failure" || tag == "error") {
+        r.outcome = Outcome::kFail;
+        if (r.message.empty()) r.message = child.attribute("message").value();
+      } else if (tag == "skipped") {
+        if (r.outcome != Outcome::kFail) r.outcome = Outcome::kSkip;
+        if (r.message.empty()) r.message = child.attribute("message").value();
       }
-      cur = TestResult{};
-      const std::string name = tag.attrs["name"], cls = tag.attrs["classname"];
-      cur.name = (!cls.empty() && cls != name) ? cls + "." + name : name;
-      const std::string status = tag.attrs["status"], result = tag.attrs["result"];
-      if (status == "notrun" || status == "disabled" || result == "skipped" ||
-          result == "suppressed")
-        cur.outcome = Outcome::kSkip;
-      in_case = true;
-      if (tag.self_closing) finish();
-    } else if (in_case && !tag.closing && (tag.name == "failure" || tag.name == "error")) {
-      cur.outcome = Outcome::kFail;
-      if (cur.message.empty()) cur.message = tag.attrs["message"];
-    } else if (in_case && !tag.closing && tag.name == "skipped") {
-      if (cur.outcome != Outcome::kFail) cur.outcome = Outcome::kSkip;
-      if (cur.message.empty()) cur.message = tag.attrs["message"];
     }
+    out.push_back(std::move(r));
   }
-  if (in_case) throw std::runtime_error("unterminated <testcase> '" + cur.name + "' in JUnit XML");
   return out;
 }
 

@@ -17,7 +17,7 @@ struct TestResult {
   std::string message;  // first failure or skip message
 };
 
-// Throws std::runtime_error on malformed XML (unterminated tag, attribute or comment).
+// Throws std::runtime_error naming the byte offset and the problem on malformed XML.
 std::vector<TestResult> parse_junit(const std::string& xml);
 std::vector<TestResult> read_junit(const std::string& path);
 

@@ -1,82 +1,82 @@
-// dsv4-nightly: renders and checks the workflows from nightly/suites.json, runs a suite, and runs
-// the GPU tests under compute-sanitizer.
+// dsv4-nightly: renders and checks the workflows from nightly/suites.json and the templates, runs a
+// suite, triages a run's failures against earlier runs, and runs the GPU tests under
+// compute-sanitizer.
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <set>
 
+#include <cxxopts.hpp>
+
 #include "junit.hpp"
+#include "process.hpp"
 #include "registry.hpp"
 #include "render.hpp"
 #include "run_suite.hpp"
+#include "triage.hpp"
 
 namespace fs = std::filesystem;
 using namespace dsv4::nightly;
 
 namespace {
 
-const char* kUsageText = R"(usage: dsv4-nightly <command> [options]
+const char* kUsageText =
+    R"(usage: dsv4-nightly <command> [options]   (dsv4-nightly <command> --help)
 
 commands:
-  validate [--registry F]                       load and check the registry, list its suites
-  render   [--registry F] [--out DIR]           write nightly.yml and pr.yml into DIR
-  check    [--registry F] [--workflows DIR] [--presets CMakePresets.json]
-                                                fail when the committed workflows differ from the
-                                                rendering, or a suite has no job, or a job runs an
-                                                unregistered suite, or a preset is unknown
-  run SUITE [--registry F] [--out DIR] [--source-dir DIR] [--build-dir DIR]
-                                                run one suite (nightly/run-suite wraps this)
-  sanitize --build-dir DIR [--tool memcheck] [--label gpu] [--out DIR] [--sanitizer PATH]
-           [--timeout-s N] [--skip-unless-env VAR] [-- extra compute-sanitizer options]
-                                                the labelled tests under compute-sanitizer
-  table --junit FILE --suite NAME [--registry F] the families x checks table of a JUnit file
+  validate  load and check the registry, list its suites
+  render    write the workflows (nightly.yml, weekly.yml, pr.yml) from the registry and templates
+  check     fail when the committed workflows differ from the rendering, a suite has no job, a job
+            runs an unregistered suite, a preset is unknown, or a preset or test runs in no workflow
+  run       run one suite (nightly/run-suite wraps this)
+  triage    label this run's failures new or pre-existing against earlier runs' artifacts
+  sanitize  the labelled tests under compute-sanitizer
+  table     the families x checks table of a JUnit file
 
-defaults: --registry nightly/suites.json, --workflows/--out .github/workflows
 exit codes: 0 pass, 1 check or gate failed, 2 bad usage or registry, 3 could not run
 )";
 
-struct Args {
-  std::map<std::string, std::string> opts;
-  std::vector<std::string> positional;
-  std::vector<std::string> rest;  // after --
+struct Usage : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
-bool parse_args(int argc, char** argv, const std::set<std::string>& known, Args& a) {
-  for (int i = 0; i < argc; ++i) {
-    const std::string s = argv[i];
-    if (s == "--") {
-      for (++i; i < argc; ++i) a.rest.push_back(argv[i]);
-      break;
-    }
-    if (s.rfind("--", 0) == 0) {
-      std::string key = s.substr(2), value;
-      const size_t eq = key.find('=');
-      if (eq != std::string::npos) {
-        value = key.substr(eq + 1);
-        key = key.substr(0, eq);
-      } else if (i + 1 < argc) {
-        value = argv[++i];
-      } else {
-        std::cerr << "dsv4-nightly: option --" << key << " needs a value\n";
-        return false;
-      }
-      if (!known.count(key)) {
-        std::cerr << "dsv4-nightly: unknown option --" << key << "\n";
-        return false;
-      }
-      a.opts[key] = value;
-    } else {
-      a.positional.push_back(s);
-    }
-  }
-  return true;
+cxxopts::Options options(const std::string& cmd, const std::string& what) {
+  cxxopts::Options o("dsv4-nightly " + cmd, what);
+  o.add_options()("h,help", "print this help");
+  return o;
 }
 
-std::string opt(const Args& a, const std::string& k, const std::string& def) {
-  auto it = a.opts.find(k);
-  return it == a.opts.end() ? def : it->second;
+void add_registry(cxxopts::Options& o) {
+  o.add_options()("registry", "the suite registry",
+                  cxxopts::value<std::string>()->default_value("nightly/suites.json"));
+}
+
+void add_templates(cxxopts::Options& o) {
+  o.add_options()("templates", "workflow templates folder",
+                  cxxopts::value<std::string>()->default_value(default_templates_dir()));
+}
+
+// Parses; prints the help and returns nothing on --help; throws Usage on a bad option.
+std::optional<cxxopts::ParseResult> parse(cxxopts::Options& o, int argc, char** argv) {
+  try {
+    auto r = o.parse(argc, argv);
+    if (r.count("help")) {
+      std::cout << o.help();
+      return std::nullopt;
+    }
+    if (!r.unmatched().empty()) throw Usage("unexpected argument '" + r.unmatched().front() + "'");
+    return r;
+  } catch (const cxxopts::exceptions::exception& e) {
+    throw Usage(e.what());
+  }
+}
+
+std::string str(const cxxopts::ParseResult& r, const char* k) {
+  return r.count(k) || r[k].has_default() ? r[k].as<std::string>() : "";
 }
 
 // Build and test presets named by the suites must exist in CMakePresets.json.
@@ -101,7 +101,8 @@ std::vector<std::string> check_presets(const Registry& reg, const std::string& p
   for (size_t i = 0; i < reg.suites.size(); ++i) {
     const Suite& s = reg.suites[i];
     const std::string where = "suites[" + std::to_string(i) + "] (" + s.name + ")";
-    if (!configure.count(s.build.preset) || !build.count(s.build.preset))
+    if (s.kind == Kind::kKernels &&
+        (!configure.count(s.build.preset) || !build.count(s.build.preset)))
       problems.push_back(where + ".build.preset: '" + s.build.preset +
                          "' is not a configure and build preset of " + presets_path);
     if (s.kind == Kind::kKernels && !s.ctest.test_preset.empty() &&
@@ -112,33 +113,89 @@ std::vector<std::string> check_presets(const Registry& reg, const std::string& p
   return problems;
 }
 
-int cmd_validate(const Args& a) {
-  const Registry reg = load_registry(opt(a, "registry", "nightly/suites.json"));
+// Tests of a build tree with their labels, from `ctest --show-only=json-v1`.
+std::vector<std::pair<std::string, std::vector<std::string>>> list_tests(const std::string& build) {
+  const std::string out = build + "/dsv4-nightly-tests.json";
+  fs::remove(out);  // the process log appends
+  Process p =
+      Process::start({{"ctest", "--test-dir", build, "--show-only=json-v1"}, {}, out, false, ""});
+  auto rc = p.wait(120);
+  if (!rc || *rc != 0) throw std::runtime_error("ctest --show-only=json-v1 failed in " + build);
+  const auto doc = nlohmann::json::parse(read_text(out));
+  std::vector<std::pair<std::string, std::vector<std::string>>> tests;
+  for (const auto& t : doc.value("tests", nlohmann::json::array())) {
+    std::vector<std::string> labels;
+    for (const auto& prop : t.value("properties", nlohmann::json::array()))
+      if (prop.value("name", "") == "LABELS")
+        for (const auto& l : prop.value("value", nlohmann::json::array())) labels.push_back(l);
+    tests.emplace_back(t.value("name", ""), labels);
+  }
+  return tests;
+}
+
+int cmd_validate(int argc, char** argv) {
+  auto o = options("validate", "Load and check the registry, list its suites");
+  add_registry(o);
+  const auto r = parse(o, argc, argv);
+  if (!r) return 0;
+  const Registry reg = load_registry(str(*r, "registry"));
   std::cout << reg.file << ": " << reg.suites.size() << " suites\n";
   for (const auto& s : reg.suites)
-    std::cout << "  " << s.name << "  " << kind_name(s.kind) << "  " << s.runs_on << "  "
-              << s.timeout_minutes << " min\n";
+    std::cout << "  " << s.name << "  " << kind_name(s.kind) << "  "
+              << (s.schedule == Schedule::kWeekly ? "weekly" : "nightly") << "  " << s.runs_on
+              << "  " << s.timeout_minutes << " min\n";
+  for (const auto& m : reg.manual)
+    std::cout << "  manual " << (m.test ? "test" : "configure") << " preset " << m.preset << ": "
+              << m.reason << "\n";
   return 0;
 }
 
-int cmd_render(const Args& a) {
-  const Registry reg = load_registry(opt(a, "registry", "nightly/suites.json"));
-  const std::string dir = opt(a, "out", ".github/workflows");
+int cmd_render(int argc, char** argv) {
+  auto o = options("render", "Write the workflows rendered from the registry and the templates");
+  add_registry(o);
+  add_templates(o);
+  o.add_options()("out", "folder",
+                  cxxopts::value<std::string>()->default_value(".github/workflows"));
+  const auto r = parse(o, argc, argv);
+  if (!r) return 0;
+  const Registry reg = load_registry(str(*r, "registry"));
+  const std::string dir = str(*r, "out");
   fs::create_directories(dir);
-  for (const auto& f : render_all(reg)) {
+  for (const auto& f : render_all(reg, str(*r, "templates"))) {
     write_text(dir + "/" + f.name, f.text);
     std::cout << "wrote " << dir << "/" << f.name << "\n";
   }
   return 0;
 }
 
-int cmd_check(const Args& a) {
-  const Registry reg = load_registry(opt(a, "registry", "nightly/suites.json"));
-  const std::string dir = opt(a, "workflows", ".github/workflows");
-  auto problems = check_workflows(reg, dir);
+int cmd_check(int argc, char** argv) {
+  auto o = options("check", "Drift, unknown presets, and presets or tests no workflow runs");
+  add_registry(o);
+  add_templates(o);
+  o.add_options()("workflows", "committed workflows",
+                  cxxopts::value<std::string>()->default_value(".github/workflows"))(
+      "presets", "CMakePresets.json (unknown and dormant presets)", cxxopts::value<std::string>())(
+      "build-dir", "a configured build: its tests must each be run by some workflow",
+      cxxopts::value<std::string>());
+  const auto r = parse(o, argc, argv);
+  if (!r) return 0;
+  const Registry reg = load_registry(str(*r, "registry"));
+  const std::string dir = str(*r, "workflows"), templates = str(*r, "templates");
+  auto problems = check_workflows(reg, dir, templates);
   const bool drift = !problems.empty();
-  if (a.opts.count("presets"))
-    for (auto& p : check_presets(reg, a.opts.at("presets"))) problems.push_back(p);
+  if (r->count("presets")) {
+    const std::string presets = str(*r, "presets");
+    for (auto& p : check_presets(reg, presets)) problems.push_back(p);
+    std::vector<std::pair<std::string, std::vector<std::string>>> tests;
+    if (r->count("build-dir")) tests = list_tests(str(*r, "build-dir"));
+    const std::string source = fs::path(presets).parent_path().string();
+    for (auto& p : check_dormant(reg, source.empty() ? "." : source, presets,
+                                 render_all(reg, templates), tests))
+      problems.push_back(p);
+    if (problems.empty())
+      std::cout << "every preset is run by a workflow or listed as manual; " << tests.size()
+                << " tests, each selected by a workflow\n";
+  }
   if (problems.empty()) {
     std::cout << "workflows in " << dir << " match " << reg.file << " (" << reg.suites.size()
               << " suites, each with its job)\n";
@@ -151,54 +208,107 @@ int cmd_check(const Args& a) {
   return 1;
 }
 
-int cmd_run(const Args& a) {
-  if (a.positional.size() != 1) {
-    std::cerr << "dsv4-nightly run: name one suite\n" << kUsageText;
-    return kUsage;
-  }
-  const Registry reg = load_registry(opt(a, "registry", "nightly/suites.json"));
-  RunOptions o;
-  o.suite = a.positional[0];
-  o.out = opt(a, "out", "");
-  o.source_dir = opt(a, "source-dir", ".");
-  o.build_dir = opt(a, "build-dir", "");
-  return run_suite(reg, o);
+int cmd_run(int argc, char** argv) {
+  auto o = options("run", "Run one suite (nightly/run-suite wraps this)");
+  add_registry(o);
+  o.add_options()("out", "artifact folder", cxxopts::value<std::string>()->default_value(""))(
+      "source-dir", "repository root", cxxopts::value<std::string>()->default_value("."))(
+      "build-dir", "build whose tools go first on PATH",
+      cxxopts::value<std::string>()->default_value(""))("suite", "suite name",
+                                                        cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"suite"});
+  o.positional_help("SUITE");
+  const auto r = parse(o, argc, argv);
+  if (!r) return 0;
+  if (!r->count("suite") || (*r)["suite"].as<std::vector<std::string>>().size() != 1)
+    throw Usage("name one suite");
+  const Registry reg = load_registry(str(*r, "registry"));
+  RunOptions ro;
+  ro.suite = (*r)["suite"].as<std::vector<std::string>>()[0];
+  ro.out = str(*r, "out");
+  ro.source_dir = str(*r, "source-dir");
+  ro.build_dir = str(*r, "build-dir");
+  return run_suite(reg, ro);
 }
 
-int cmd_sanitize(const Args& a) {
-  const std::string env = opt(a, "skip-unless-env", "");
+int cmd_triage(int argc, char** argv) {
+  auto o = options("triage", "Label this run's failures new or pre-existing");
+  o.add_options()("current", "this run's artifacts", cxxopts::value<std::string>())(
+      "previous", "one folder per earlier run", cxxopts::value<std::string>()->default_value(""))(
+      "runs", "earlier runs asked for", cxxopts::value<int>()->default_value("3"))(
+      "needs-env", "variable holding the report job's toJSON(needs)",
+      cxxopts::value<std::string>()->default_value("NEEDS"))(
+      "summary", "append the Markdown here (e.g. $GITHUB_STEP_SUMMARY)",
+      cxxopts::value<std::string>()->default_value(""));
+  const auto r = parse(o, argc, argv);
+  if (!r) return 0;
+  if (!r->count("current")) throw Usage("--current is required");
+  TriageOptions t;
+  t.current = str(*r, "current");
+  t.previous = str(*r, "previous");
+  t.runs = (*r)["runs"].as<int>();
+  if (const char* n = std::getenv(str(*r, "needs-env").c_str()); n && *n)
+    t.needs = nlohmann::json::parse(n);
+  int fresh = 0;
+  const std::string md = triage(t, fresh);
+  std::cout << md;
+  if (!str(*r, "summary").empty()) append_text(str(*r, "summary"), md + "\n");
+  return 0;
+}
+
+int cmd_sanitize(int argc, char** argv) {
+  // Everything after "--" goes to compute-sanitizer.
+  std::vector<std::string> rest;
+  for (int i = 0; i < argc; ++i)
+    if (std::strcmp(argv[i], "--") == 0) {
+      for (int j = i + 1; j < argc; ++j) rest.push_back(argv[j]);
+      argc = i;
+      break;
+    }
+  auto o = options("sanitize", "The labelled tests under compute-sanitizer");
+  o.add_options()("build-dir", "cuda build", cxxopts::value<std::string>())(
+      "tool", "compute-sanitizer tool", cxxopts::value<std::string>()->default_value("memcheck"))(
+      "label", "ctest label", cxxopts::value<std::string>()->default_value("gpu"))(
+      "out", "report folder", cxxopts::value<std::string>()->default_value(""))(
+      "sanitizer", "compute-sanitizer binary", cxxopts::value<std::string>()->default_value(""))(
+      "timeout-s", "per test executable", cxxopts::value<int>()->default_value("7200"))(
+      "skip-unless-env", "report skipped (77) unless this variable is set",
+      cxxopts::value<std::string>()->default_value(""));
+  o.positional_help("[-- compute-sanitizer options]");
+  const auto r = parse(o, argc, argv);
+  if (!r) return 0;
+  const std::string env = str(*r, "skip-unless-env");
   if (!env.empty() && (std::getenv(env.c_str()) == nullptr || !*std::getenv(env.c_str()))) {
     std::cout << "skipped: " << env
               << " is not set; `ctest --preset sanitizer` sets it (nightly/README.md)\n";
     return 77;
   }
-  SanitizeOptions o;
-  o.build_dir = opt(a, "build-dir", "");
-  if (o.build_dir.empty()) {
-    std::cerr << "dsv4-nightly sanitize: --build-dir is required\n";
-    return kUsage;
-  }
-  o.tool = opt(a, "tool", "memcheck");
-  o.label = opt(a, "label", "gpu");
-  o.out = opt(a, "out", "");
-  o.sanitizer = opt(a, "sanitizer", "");
-  o.timeout_s = std::atoi(opt(a, "timeout-s", "7200").c_str());
-  if (o.timeout_s <= 0) {
-    std::cerr << "dsv4-nightly sanitize: --timeout-s must be a positive number of seconds\n";
-    return kUsage;
-  }
-  o.extra_args = a.rest;
-  return sanitize(o);
+  SanitizeOptions so;
+  if (!r->count("build-dir")) throw Usage("--build-dir is required");
+  so.build_dir = str(*r, "build-dir");
+  so.tool = str(*r, "tool");
+  so.label = str(*r, "label");
+  so.out = str(*r, "out");
+  so.sanitizer = str(*r, "sanitizer");
+  so.timeout_s = (*r)["timeout-s"].as<int>();
+  if (so.timeout_s <= 0) throw Usage("--timeout-s must be a positive number of seconds");
+  so.extra_args = rest;
+  return sanitize(so);
 }
 
-int cmd_table(const Args& a) {
-  const Registry reg = load_registry(opt(a, "registry", "nightly/suites.json"));
-  const Suite* s = reg.find(opt(a, "suite", ""));
-  if (s == nullptr || s->kind != Kind::kKernels) {
-    std::cerr << "dsv4-nightly table: --suite must name a kernels suite of " << reg.file << "\n";
-    return kUsage;
-  }
-  std::cout << summary_table(s->name, read_junit(opt(a, "junit", "")), s->ctest);
+int cmd_table(int argc, char** argv) {
+  auto o = options("table", "The families x checks table of a JUnit file");
+  add_registry(o);
+  o.add_options()("junit", "JUnit XML", cxxopts::value<std::string>())(
+      "suite", "a kernels suite", cxxopts::value<std::string>()->default_value(""));
+  const auto r = parse(o, argc, argv);
+  if (!r) return 0;
+  const Registry reg = load_registry(str(*r, "registry"));
+  const Suite* s = reg.find(str(*r, "suite"));
+  if (s == nullptr || s->kind != Kind::kKernels)
+    throw Usage("--suite must name a kernels suite of " + reg.file);
+  if (!r->count("junit")) throw Usage("--junit is required");
+  std::cout << summary_table(s->name, read_junit(str(*r, "junit")), s->ctest);
   return 0;
 }
 
@@ -214,26 +324,22 @@ int main(int argc, char** argv) {
     std::cout << kUsageText;
     return 0;
   }
-  static const std::map<std::string, std::pair<int (*)(const Args&), std::set<std::string>>>
-      commands = {
-          {"validate", {cmd_validate, {"registry"}}},
-          {"render", {cmd_render, {"registry", "out"}}},
-          {"check", {cmd_check, {"registry", "workflows", "presets"}}},
-          {"run", {cmd_run, {"registry", "out", "source-dir", "build-dir"}}},
-          {"sanitize",
-           {cmd_sanitize,
-            {"build-dir", "tool", "label", "out", "sanitizer", "timeout-s", "skip-unless-env"}}},
-          {"table", {cmd_table, {"registry", "junit", "suite"}}},
-      };
+  static const std::map<std::string, int (*)(int, char**)> commands = {
+      {"validate", cmd_validate}, {"render", cmd_render}, {"check", cmd_check},
+      {"run", cmd_run},           {"triage", cmd_triage}, {"sanitize", cmd_sanitize},
+      {"table", cmd_table}};
   auto it = commands.find(cmd);
   if (it == commands.end()) {
     std::cerr << "dsv4-nightly: unknown command '" << cmd << "'\n" << kUsageText;
     return kUsage;
   }
-  Args a;
-  if (!parse_args(argc - 2, argv + 2, it->second.second, a)) return kUsage;
   try {
-    return it->second.first(a);
+    // cxxopts sees the command as its program name.
+    return it->second(argc - 1, argv + 1);
+  } catch (const Usage& e) {
+    std::cerr << "dsv4-nightly " << cmd << ": " << e.what() << " (dsv4-nightly " << cmd
+              << " --help)\n";
+    return kUsage;
   } catch (const RegistryError& e) {
     std::cerr << "dsv4-nightly: " << e.what() << "\n";
     return kUsage;

@@ -1,10 +1,13 @@
 // Loader of nightly/suites.json: every field is checked, and a problem names its path and value.
 #include "registry.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
+
+#include "report/gates.hpp"  // dsv4-eval's gate parser: the registry accepts what dsv4-eval does
 
 namespace dsv4::nightly {
 
@@ -35,10 +38,6 @@ const std::regex& env_re() {
 }
 const std::regex& word_re() {
   static const std::regex r("^[A-Za-z0-9][A-Za-z0-9_.:/-]*$");
-  return r;
-}
-const std::regex& gate_re() {
-  static const std::regex r(R"(^[a-z_][a-z0-9_]* *(>=|<=|==|!=|>|<) *-?[0-9]+(\.[0-9]+)?$)");
   return r;
 }
 
@@ -169,11 +168,124 @@ bool mentions(const std::vector<std::string>& args, const std::string& token) {
   return false;
 }
 
+void parse_container(const Reader& r, const json& j, const std::string& p, Container& c) {
+  if (!j.contains("container")) r.fail(join(p, "container"), "is required", nullptr);
+  const std::string cp = join(p, "container");
+  r.keys(j.at("container"), cp, {"image", "fallback_image", "options"}, {"image"});
+  c.image = r.str(j.at("container"), cp, "image", true);
+  c.fallback_image = r.str(j.at("container"), cp, "fallback_image", false);
+  c.options = r.str(j.at("container"), cp, "options", false);
+  if (c.options.find('\'') != std::string::npos || c.options.find('"') != std::string::npos)
+    r.fail(join(cp, "options"), "must not contain quotes (it is split on spaces)",
+           &j.at("container").at("options"));
+}
+
+void parse_e2e(const Reader& r, const json& j, const std::string& p, Suite& s) {
+  for (const char* k : {"ctest", "build"})
+    if (j.contains(k))
+      r.fail(join(p, k), "is for kernels suites only (e2e suites use the tools job's build)",
+             &j.at(k));
+  if (!j.contains("server")) r.fail(join(p, "server"), "is required for an e2e suite", nullptr);
+  if (!j.contains("run")) r.fail(join(p, "run"), "is required for an e2e suite", nullptr);
+  const std::string sp = join(p, "server");
+  const json& sj = j.at("server");
+  r.keys(sj, sp, {"model", "command", "env", "port", "ready_timeout_s", "stop_grace_s"},
+         {"model", "command"});
+  s.server.model = r.matching(sj, sp, "model", true, word_re(), "a Hugging Face model id");
+  s.server.command = r.strings(sj, sp, "command", true, true);
+  r.placeholders(s.server.command, join(sp, "command"), sj.at("command"),
+                 {"host", "port", "port_file", "out", "model"});
+  if (!mentions(s.server.command, "{port}") && !mentions(s.server.command, "{port_file}"))
+    r.fail(join(sp, "command"), "must contain {port} or {port_file}", &sj.at("command"));
+  if (!mentions(s.server.command, "{model}"))
+    r.fail(join(sp, "command"), "must load {model}", &sj.at("command"));
+  s.server.env = r.env(sj, sp, "env");
+  s.server.port = r.integer(sj, sp, "port", 0, 65535, false, 0);
+  s.server.ready_timeout_s = r.integer(sj, sp, "ready_timeout_s", 1, 86400, false, 1800);
+  s.server.stop_grace_s = r.integer(sj, sp, "stop_grace_s", 1, 600, false, 30);
+
+  const std::string rp = join(p, "run");
+  const json& rj = j.at("run");
+  r.keys(rj, rp, {"command", "gates", "timeout_s"}, {"command"});
+  s.run.command = r.strings(rj, rp, "command", true, true);
+  r.placeholders(s.run.command, join(rp, "command"), rj.at("command"), {"url", "out"});
+  if (!mentions(s.run.command, "{url}"))
+    r.fail(join(rp, "command"), "must pass the server's {url}", &rj.at("command"));
+  s.run.gates = r.strings(rj, rp, "gates", false, false);
+  for (size_t i = 0; i < s.run.gates.size(); ++i) {
+    try {
+      eval::parse_gate(s.run.gates[i]);
+    } catch (const eval::GateError& e) {
+      r.fail(at(join(rp, "gates"), i), std::string("dsv4-eval rejects it: ") + e.what(),
+             &rj.at("gates")[i]);
+    }
+  }
+  s.run.timeout_s = r.integer(rj, rp, "timeout_s", 1, 7 * 86400, false, 3600);
+  s.retries = r.integer(j, p, "retries", 0, 1, false, 0);
+  for (const auto& f : launch_fields())
+    if (!s.sources.count(f))
+      r.fail(join(join(p, "sources"), f), "is required: name where SGLang sets this launch field",
+             nullptr);
+}
+
+void parse_kernels(const Reader& r, const json& j, const std::string& p, Suite& s) {
+  for (const char* k : {"server", "run", "retries"})
+    if (j.contains(k)) r.fail(join(p, k), "is for e2e suites only", &j.at(k));
+  if (!j.contains("build")) r.fail(join(p, "build"), "is required for a kernels suite", nullptr);
+  const std::string bp = join(p, "build");
+  r.keys(j.at("build"), bp, {"preset", "targets"}, {"preset"});
+  s.build.preset = r.matching(j.at("build"), bp, "preset", true, name_re(), "a preset name");
+  s.build.targets = r.strings(j.at("build"), bp, "targets", false, false);
+  if (!j.contains("ctest")) r.fail(join(p, "ctest"), "is required for a kernels suite", nullptr);
+  const std::string cp = join(p, "ctest");
+  const json& cj = j.at("ctest");
+  r.keys(cj, cp,
+         {"test_preset", "test_dir", "label", "parallel", "slots_per_gpu", "timeout_s", "families",
+          "checks"},
+         {"label"});
+  s.ctest.test_preset = r.matching(cj, cp, "test_preset", false, name_re(), "a preset name");
+  s.ctest.test_dir = r.str(cj, cp, "test_dir", false);
+  if (s.ctest.test_preset.empty() == s.ctest.test_dir.empty())
+    r.fail(cp, "needs exactly one of test_preset and test_dir", &cj);
+  s.ctest.label = r.matching(cj, cp, "label", true, word_re(), "a CTest label");
+  s.ctest.parallel = r.integer(cj, cp, "parallel", 1, 1024, false, 1);
+  s.ctest.slots_per_gpu = r.integer(cj, cp, "slots_per_gpu", 1, 64, false, 1);
+  s.ctest.timeout_s = r.integer(cj, cp, "timeout_s", 1, 7 * 86400, false, 3600);
+  s.ctest.families = r.strings(cj, cp, "families", true, true);
+  static const std::regex family_re("^[a-z][a-z0-9_]*$");
+  std::set<std::string> seen;
+  for (size_t i = 0; i < s.ctest.families.size(); ++i) {
+    if (!std::regex_match(s.ctest.families[i], family_re))
+      r.fail(at(join(cp, "families"), i), "must be a family name like kv_store",
+             &cj.at("families")[i]);
+    if (!seen.insert(s.ctest.families[i]).second)
+      r.fail(at(join(cp, "families"), i), "is listed twice", &cj.at("families")[i]);
+  }
+  const std::string kp = join(cp, "checks");
+  if (!cj.contains("checks")) r.fail(kp, "is required", nullptr);
+  const json& kj = cj.at("checks");
+  if (!kj.is_array() || kj.empty())
+    r.fail(kp, "must be a non-empty array of {\"name\": ..., \"match\": regex}", &kj);
+  for (size_t i = 0; i < kj.size(); ++i) {
+    const std::string ip = at(kp, i);
+    r.keys(kj[i], ip, {"name", "match"}, {"name", "match"});
+    const std::string name = r.str(kj[i], ip, "name", true);
+    const std::string match = r.str(kj[i], ip, "match", true);
+    try {
+      std::regex check(match, std::regex::ECMAScript | std::regex::icase);
+    } catch (const std::regex_error& e) {
+      r.fail(join(ip, "match"), std::string("is not a valid regular expression: ") + e.what(),
+             &kj[i].at("match"));
+    }
+    s.ctest.checks.emplace_back(name, match);
+  }
+}
+
 void parse_suite(const Reader& r, const json& j, const std::string& p, Suite& s) {
   r.keys(j, p,
-         {"name", "kind", "description", "runs_on", "timeout_minutes", "container", "env", "build",
-          "server", "run", "ctest"},
-         {"name", "kind", "runs_on", "timeout_minutes", "build"});
+         {"name", "kind", "schedule", "description", "runs_on", "timeout_minutes", "container",
+          "env", "sources", "build", "server", "run", "retries", "ctest"},
+         {"name", "kind", "runs_on", "timeout_minutes", "container"});
   s.name = r.matching(j, p, "name", true, name_re(),
                       "lower-case letters, digits and '-', starting with a letter");
   for (const char* word : {"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
@@ -185,99 +297,33 @@ void parse_suite(const Reader& r, const json& j, const std::string& p, Suite& s)
     s.kind = Kind::kE2e;
   else
     r.fail(join(p, "kind"), "must be \"kernels\" or \"e2e\"", &j.at("kind"));
+  const std::string schedule = r.str(j, p, "schedule", false, "nightly");
+  if (schedule == "weekly")
+    s.schedule = Schedule::kWeekly;
+  else if (schedule != "nightly")
+    r.fail(join(p, "schedule"), "must be \"nightly\" or \"weekly\"", &j.at("schedule"));
   s.description = r.str(j, p, "description", false);
   s.runs_on = r.matching(j, p, "runs_on", true, word_re(), "a runner label without spaces");
   s.timeout_minutes = r.integer(j, p, "timeout_minutes", 1, 4320, true, 60);
-  if (j.contains("container")) {
-    const std::string cp = join(p, "container");
-    r.keys(j.at("container"), cp, {"image", "options"}, {"image"});
-    s.container.image = r.str(j.at("container"), cp, "image", true);
-    s.container.options = r.str(j.at("container"), cp, "options", false);
-  }
+  parse_container(r, j, p, s.container);
   s.env = r.env(j, p, "env");
-
-  const std::string bp = join(p, "build");
-  r.keys(j.at("build"), bp, {"preset", "targets"}, {"preset"});
-  s.build.preset = r.matching(j.at("build"), bp, "preset", true, name_re(), "a preset name");
-  s.build.targets = r.strings(j.at("build"), bp, "targets", false, false);
-
-  if (s.kind == Kind::kE2e) {
-    if (j.contains("ctest")) r.fail(join(p, "ctest"), "is for kernels suites only", &j.at("ctest"));
-    if (!j.contains("server")) r.fail(join(p, "server"), "is required for an e2e suite", nullptr);
-    if (!j.contains("run")) r.fail(join(p, "run"), "is required for an e2e suite", nullptr);
-    const std::string sp = join(p, "server");
-    const json& sj = j.at("server");
-    r.keys(sj, sp, {"command", "env", "port", "ready_timeout_s", "stop_grace_s"}, {"command"});
-    s.server.command = r.strings(sj, sp, "command", true, true);
-    r.placeholders(s.server.command, join(sp, "command"), sj.at("command"),
-                   {"host", "port", "port_file", "out"});
-    if (!mentions(s.server.command, "{port}") && !mentions(s.server.command, "{port_file}"))
-      r.fail(join(sp, "command"), "must contain {port} or {port_file}", &sj.at("command"));
-    s.server.env = r.env(sj, sp, "env");
-    s.server.port = r.integer(sj, sp, "port", 0, 65535, false, 0);
-    s.server.ready_timeout_s = r.integer(sj, sp, "ready_timeout_s", 1, 86400, false, 1800);
-    s.server.stop_grace_s = r.integer(sj, sp, "stop_grace_s", 1, 600, false, 30);
-
-    const std::string rp = join(p, "run");
-    const json& rj = j.at("run");
-    r.keys(rj, rp, {"command", "gates", "timeout_s"}, {"command"});
-    s.run.command = r.strings(rj, rp, "command", true, true);
-    r.placeholders(s.run.command, join(rp, "command"), rj.at("command"), {"url", "out"});
-    if (!mentions(s.run.command, "{url}"))
-      r.fail(join(rp, "command"), "must pass the server's {url}", &rj.at("command"));
-    s.run.gates = r.strings(rj, rp, "gates", false, false);
-    for (size_t i = 0; i < s.run.gates.size(); ++i)
-      if (!std::regex_match(s.run.gates[i], gate_re()))
-        r.fail(at(join(rp, "gates"), i),
-               "must read 'metric op number', op one of > >= < <= == !=", &rj.at("gates")[i]);
-    s.run.timeout_s = r.integer(rj, rp, "timeout_s", 1, 7 * 86400, false, 3600);
-  } else {
-    for (const char* k : {"server", "run"})
-      if (j.contains(k)) r.fail(join(p, k), "is for e2e suites only", &j.at(k));
-    if (!j.contains("ctest")) r.fail(join(p, "ctest"), "is required for a kernels suite", nullptr);
-    const std::string cp = join(p, "ctest");
-    const json& cj = j.at("ctest");
-    r.keys(cj, cp,
-           {"test_preset", "test_dir", "label", "parallel", "slots_per_gpu", "timeout_s",
-            "families", "checks"},
-           {"label"});
-    s.ctest.test_preset = r.matching(cj, cp, "test_preset", false, name_re(), "a preset name");
-    s.ctest.test_dir = r.str(cj, cp, "test_dir", false);
-    if (s.ctest.test_preset.empty() == s.ctest.test_dir.empty())
-      r.fail(cp, "needs exactly one of test_preset and test_dir", &cj);
-    s.ctest.label = r.matching(cj, cp, "label", true, word_re(), "a CTest label");
-    s.ctest.parallel = r.integer(cj, cp, "parallel", 1, 1024, false, 1);
-    s.ctest.slots_per_gpu = r.integer(cj, cp, "slots_per_gpu", 1, 64, false, 1);
-    s.ctest.timeout_s = r.integer(cj, cp, "timeout_s", 1, 7 * 86400, false, 3600);
-    s.ctest.families = r.strings(cj, cp, "families", true, true);
-    static const std::regex family_re("^[a-z][a-z0-9_]*$");
-    std::set<std::string> seen;
-    for (size_t i = 0; i < s.ctest.families.size(); ++i) {
-      if (!std::regex_match(s.ctest.families[i], family_re))
-        r.fail(at(join(cp, "families"), i), "must be a family name like kv_store",
-               &cj.at("families")[i]);
-      if (!seen.insert(s.ctest.families[i]).second)
-        r.fail(at(join(cp, "families"), i), "is listed twice", &cj.at("families")[i]);
-    }
-    const std::string kp = join(cp, "checks");
-    if (!cj.contains("checks")) r.fail(kp, "is required", nullptr);
-    const json& kj = cj.at("checks");
-    if (!kj.is_array() || kj.empty())
-      r.fail(kp, "must be a non-empty array of {\"name\": ..., \"match\": regex}", &kj);
-    for (size_t i = 0; i < kj.size(); ++i) {
-      const std::string ip = at(kp, i);
-      r.keys(kj[i], ip, {"name", "match"}, {"name", "match"});
-      const std::string name = r.str(kj[i], ip, "name", true);
-      const std::string match = r.str(kj[i], ip, "match", true);
-      try {
-        std::regex check(match, std::regex::ECMAScript | std::regex::icase);
-      } catch (const std::regex_error& e) {
-        r.fail(join(ip, "match"), std::string("is not a valid regular expression: ") + e.what(),
-               &kj[i].at("match"));
+  if (j.contains("sources")) {
+    const std::string sp = join(p, "sources");
+    r.object(j.at("sources"), sp);
+    for (auto it = j.at("sources").begin(); it != j.at("sources").end(); ++it) {
+      const auto& known = launch_fields();
+      if (std::find(known.begin(), known.end(), it.key()) == known.end()) {
+        std::string list;
+        for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+        r.fail(join(sp, it.key()), "is not a launch field (known: " + list + ")", &it.value());
       }
-      s.ctest.checks.emplace_back(name, match);
+      s.sources[it.key()] = r.str(j.at("sources"), sp, it.key().c_str(), true);
     }
   }
+  if (s.kind == Kind::kE2e)
+    parse_e2e(r, j, p, s);
+  else
+    parse_kernels(r, j, p, s);
 }
 
 }  // namespace
@@ -290,39 +336,87 @@ RegistryError::RegistryError(std::string file, std::string path, std::string pro
 
 const char* kind_name(Kind k) { return k == Kind::kE2e ? "e2e" : "kernels"; }
 
+const std::vector<std::string>& launch_fields() {
+  static const std::vector<std::string> fields = {
+      "container.image",        "env",      "server.model", "server.command", "server.env",
+      "server.ready_timeout_s", "run.gates"};
+  return fields;
+}
+
 const Suite* Registry::find(const std::string& name) const {
   for (const auto& s : suites)
     if (s.name == name) return &s;
   return nullptr;
 }
 
+namespace {
+
+void parse_nightly(const Reader& r, const json& n, NightlyWorkflow& w) {
+  r.keys(n, "nightly",
+         {"name", "cron", "weekly_cron", "repository", "artifact_dir", "retention_days",
+          "triage_runs", "report_runs_on", "tools", "hf_cache", "sglang"},
+         {"cron", "weekly_cron", "repository", "tools", "hf_cache", "sglang"});
+  w.name = r.str(n, "nightly", "name", false, "nightly");
+  static const std::regex cron_re(R"(^\S+( \S+){4}$)");
+  for (const char* key : {"cron", "weekly_cron"}) {
+    const std::string c = r.str(n, "nightly", key, true);
+    if (!std::regex_match(c, cron_re))
+      r.fail(join("nightly", key), "must have five fields (minute hour day month weekday)",
+             &n.at(key));
+    (std::string(key) == "cron" ? w.cron : w.weekly_cron) = c;
+  }
+  static const std::regex repo_re("^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$");
+  w.repository = r.matching(n, "nightly", "repository", true, repo_re, "owner/name");
+  w.artifact_dir = r.matching(n, "nightly", "artifact_dir", false, word_re(),
+                              "a relative path without spaces", "out/nightly");
+  w.retention_days = r.integer(n, "nightly", "retention_days", 1, 90, false, 14);
+  w.triage_runs = r.integer(n, "nightly", "triage_runs", 3, 20, false, 3);
+  w.report_runs_on = r.matching(n, "nightly", "report_runs_on", false, word_re(), "a runner label",
+                                "ubuntu-latest");
+  const json& t = n.at("tools");
+  r.keys(t, "nightly.tools", {"runs_on", "image", "max_glibc", "max_glibcxx"},
+         {"image", "max_glibc", "max_glibcxx"});
+  w.tools.runs_on = r.matching(t, "nightly.tools", "runs_on", false, word_re(), "a runner label",
+                               "ubuntu-latest");
+  w.tools.image = r.str(t, "nightly.tools", "image", true);
+  static const std::regex glibc_re("^2\\.[0-9]+$");
+  w.tools.max_glibc = r.matching(t, "nightly.tools", "max_glibc", true, glibc_re, "2.N");
+  static const std::regex glibcxx_re("^3\\.4\\.[0-9]+$");
+  w.tools.max_glibcxx = r.matching(t, "nightly.tools", "max_glibcxx", true, glibcxx_re, "3.4.N");
+  const json& h = n.at("hf_cache");
+  r.keys(h, "nightly.hf_cache", {"host_path", "mount", "hf_home"},
+         {"host_path", "mount", "hf_home"});
+  static const std::regex abs_re("^/[A-Za-z0-9_./-]*$");
+  w.hf_cache.host_path =
+      r.matching(h, "nightly.hf_cache", "host_path", true, abs_re, "an absolute path");
+  w.hf_cache.mount = r.matching(h, "nightly.hf_cache", "mount", true, abs_re, "an absolute path");
+  w.hf_cache.hf_home =
+      r.matching(h, "nightly.hf_cache", "hf_home", true, abs_re, "an absolute path");
+  const json& g = n.at("sglang");
+  r.keys(g, "nightly.sglang", {"repository", "ref", "install"}, {"repository", "ref", "install"});
+  w.sglang.repository = r.matching(g, "nightly.sglang", "repository", true, repo_re, "owner/name");
+  w.sglang.ref = r.matching(g, "nightly.sglang", "ref", true, word_re(), "a git ref");
+  w.sglang.install = r.str(g, "nightly.sglang", "install", true);
+}
+
+}  // namespace
+
 Registry parse_registry(const json& doc, const std::string& file) {
   Reader r(file);
   Registry reg;
   reg.file = file;
-  r.keys(doc, "(top level)", {"$comment", "schema", "nightly", "pr", "suites"},
+  r.keys(doc, "(top level)",
+         {"$comment", "schema", "nightly", "pr", "manual", "e2e_defaults", "suites"},
          {"schema", "nightly", "pr", "suites"});
-  if (!doc.at("schema").is_number_integer() || doc.at("schema").get<long>() != 1)
-    r.fail("schema", "must be 1 (the version this loader reads)", &doc.at("schema"));
-
-  const json& n = doc.at("nightly");
-  r.keys(n, "nightly", {"name", "cron", "artifact_dir", "retention_days", "report_runs_on"},
-         {"cron"});
-  reg.nightly.name = r.str(n, "nightly", "name", false, "nightly");
-  reg.nightly.cron = r.str(n, "nightly", "cron", true);
-  static const std::regex cron_re(R"(^\S+( \S+){4}$)");
-  if (!std::regex_match(reg.nightly.cron, cron_re))
-    r.fail("nightly.cron", "must have five fields (minute hour day month weekday)", &n.at("cron"));
-  reg.nightly.artifact_dir = r.matching(n, "nightly", "artifact_dir", false, word_re(),
-                                        "a relative path without spaces", "out/nightly");
-  reg.nightly.retention_days = r.integer(n, "nightly", "retention_days", 1, 90, false, 14);
-  reg.nightly.report_runs_on = r.matching(n, "nightly", "report_runs_on", false, word_re(),
-                                          "a runner label", "ubuntu-latest");
+  if (!doc.at("schema").is_number_integer() || doc.at("schema").get<long>() != 2)
+    r.fail("schema", "must be 2 (the version this loader reads)", &doc.at("schema"));
+  parse_nightly(r, doc.at("nightly"), reg.nightly);
 
   const json& pr = doc.at("pr");
   r.keys(pr, "pr",
-         {"name", "runs_on", "image", "timeout_minutes", "deps_command", "test_command", "junit"},
-         {"deps_command", "test_command"});
+         {"name", "runs_on", "image", "timeout_minutes", "deps_command", "test_command", "junit",
+          "hip_image", "hip_preset"},
+         {"deps_command", "test_command", "hip_image"});
   reg.pr.name = r.str(pr, "pr", "name", false, "pr");
   reg.pr.runs_on =
       r.matching(pr, "pr", "runs_on", false, word_re(), "a runner label", "ubuntu-latest");
@@ -331,16 +425,48 @@ Registry parse_registry(const json& doc, const std::string& file) {
   reg.pr.deps_command = r.str(pr, "pr", "deps_command", true);
   reg.pr.test_command = r.str(pr, "pr", "test_command", true);
   reg.pr.junit = r.matching(pr, "pr", "junit", false, word_re(), "a relative path without spaces");
+  reg.pr.hip_image = r.str(pr, "pr", "hip_image", true);
+  reg.pr.hip_preset = r.matching(pr, "pr", "hip_preset", false, name_re(), "a preset name", "hip");
+
+  if (doc.contains("manual")) {
+    const json& m = doc.at("manual");
+    if (!m.is_array())
+      r.fail("manual", "must be an array of {configure_preset | test_preset, reason}", &m);
+    for (size_t i = 0; i < m.size(); ++i) {
+      const std::string mp = at("manual", i);
+      r.keys(m[i], mp, {"configure_preset", "test_preset", "reason"}, {"reason"});
+      const bool test = m[i].contains("test_preset");
+      if (test == m[i].contains("configure_preset"))
+        r.fail(mp, "needs exactly one of configure_preset and test_preset", &m[i]);
+      const char* key = test ? "test_preset" : "configure_preset";
+      reg.manual.push_back({test, r.matching(m[i], mp, key, true, name_re(), "a preset name"),
+                            r.str(m[i], mp, "reason", true)});
+    }
+  }
+  // Fields every e2e suite shares (container, environment, their sources, ...); a suite's own
+  // fields win, objects merge key by key.
+  json e2e_defaults = json::object();
+  if (doc.contains("e2e_defaults")) {
+    e2e_defaults = doc.at("e2e_defaults");
+    r.object(e2e_defaults, "e2e_defaults");
+  }
 
   const json& suites = doc.at("suites");
   if (!suites.is_array() || suites.empty()) r.fail("suites", "must be a non-empty array", &suites);
   std::set<std::string> names;
   for (size_t i = 0; i < suites.size(); ++i) {
     Suite s;
-    parse_suite(r, suites[i], at("suites", i), s);
-    if (s.name == "report")
-      r.fail(at("suites", i) + ".name", "\"report\" is the name of the final job",
-             &suites[i].at("name"));
+    json sj = suites[i];
+    if (sj.is_object() && sj.value("kind", "") == "e2e") {
+      json merged = e2e_defaults;
+      merged.merge_patch(sj);
+      sj = merged;
+    }
+    parse_suite(r, sj, at("suites", i), s);
+    for (const char* reserved : {"report", "tools"})
+      if (s.name == reserved)
+        r.fail(at("suites", i) + ".name", std::string("\"") + reserved + "\" is the name of a job",
+               &suites[i].at("name"));
     if (!names.insert(s.name).second)
       r.fail(at("suites", i) + ".name", "is registered twice", &suites[i].at("name"));
     reg.suites.push_back(std::move(s));

@@ -25,9 +25,11 @@ class RegistryError : public std::runtime_error {
   std::string value_;
 };
 
+// The job's container, started by a step (ci/gpu-container.sh) with only the pod's GPUs.
 struct Container {
-  std::string image;    // empty: the job runs on the runner itself
-  std::string options;  // docker options (devices, shared memory, volumes)
+  std::string image;           // may hold {date} and {sglang_tag} (resolved at start)
+  std::string fallback_image;  // a release image, used when no daily image resolves
+  std::string options;         // extra docker run options (shared memory, ...)
 };
 
 struct Build {
@@ -35,8 +37,9 @@ struct Build {
   std::vector<std::string> targets;  // empty: everything
 };
 
-// e2e: the server under test. Placeholders: {host}, {port}, {port_file}, {out}.
+// e2e: the server under test. Placeholders: {host}, {port}, {port_file}, {out}, {model}.
 struct Server {
+  std::string model;  // Hugging Face id; offline mode when the HF cache holds its snapshot
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
   int port = 0;  // 0: run-suite picks a free port, or reads {port_file} when the command has it
@@ -64,27 +67,70 @@ struct Ctest {
 };
 
 enum class Kind { kKernels, kE2e };
+enum class Schedule { kNightly, kWeekly };
 
 struct Suite {
   std::string name;
   Kind kind = Kind::kKernels;
+  Schedule schedule = Schedule::kNightly;
   std::string description;
   std::string runs_on;
   int timeout_minutes = 60;
   Container container;
   std::map<std::string, std::string> env;
-  Build build;
-  Server server;  // e2e only
-  Runner run;     // e2e only
-  Ctest ctest;    // kernels only
+  std::map<std::string, std::string> sources;  // launch field -> where SGLang sets it
+  Build build;      // kernels: built in the container; e2e: the tools job's build
+  Server server;    // e2e only
+  Runner run;       // e2e only
+  int retries = 0;  // e2e: reruns after a could-not-run attempt (with HF_HUB_OFFLINE=1)
+  Ctest ctest;      // kernels only
+};
+
+// The e2e launch fields that must name their source in `sources`.
+const std::vector<std::string>& launch_fields();
+
+// The job that builds dsv4-eval, dsv4-nightly and the test server once, on a hosted runner, and
+// passes them to the e2e and report jobs as an artifact (ci/bundle-tools.sh).
+struct Tools {
+  std::string runs_on = "ubuntu-latest";
+  std::string image = "debian:12";
+  std::string max_glibc;    // the oldest glibc of the images the bundle runs in
+  std::string max_glibcxx;  // and their oldest libstdc++ symbol version (3.4.N)
+};
+
+// The runners' Hugging Face cache: a host folder mounted into e2e containers.
+struct HfCache {
+  std::string host_path;
+  std::string mount;
+  std::string hf_home;
+};
+
+// SGLang checked out beside the project and installed into the e2e container.
+struct Sglang {
+  std::string repository = "sgl-project/sglang";
+  std::string ref = "main";
+  std::string install;  // run in the container from the checkout
 };
 
 struct NightlyWorkflow {
   std::string name = "nightly";
   std::string cron;
+  std::string weekly_cron;  // the weekly workflow (suites with "schedule": "weekly")
+  std::string repository;   // jobs run only in this repository (forks do not queue)
   std::string artifact_dir = "out/nightly";
   int retention_days = 14;
+  int triage_runs = 3;  // earlier scheduled runs the report compares with
   std::string report_runs_on = "ubuntu-latest";
+  Tools tools;
+  HfCache hf_cache;
+  Sglang sglang;
+};
+
+// A preset (configure or test) that no workflow runs, with the reason and how to run it.
+struct Manual {
+  bool test = false;  // a test preset ("test_preset"), else a configure preset ("configure_preset")
+  std::string preset;
+  std::string reason;
 };
 
 struct PrWorkflow {
@@ -95,12 +141,15 @@ struct PrWorkflow {
   std::string deps_command;  // installs the Debian packages (node and npm among them)
   std::string test_command;  // the README test command: cpu preset tests and the compile checks
   std::string junit;         // uploaded as an artifact when present
+  std::string hip_image;     // ROCm 7.x image the hip preset is configured and built in
+  std::string hip_preset = "hip";
 };
 
 struct Registry {
   std::string file;  // where it was loaded from, for messages
   NightlyWorkflow nightly;
   PrWorkflow pr;
+  std::vector<Manual> manual;
   std::vector<Suite> suites;
 
   const Suite* find(const std::string& name) const;

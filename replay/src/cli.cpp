@@ -1,7 +1,10 @@
-// dsv4-replay's command line: parses the arguments, runs the replay, maps the result to exit codes.
+// dsv4-replay's command line (cxxopts): parses the arguments, runs the replay, maps the result to
+// exit codes.
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include <cxxopts.hpp>
 
 #include "dsv4/replay/replay.hpp"
 
@@ -19,67 +22,54 @@ const char* kUsage =
 }  // namespace
 
 int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  cxxopts::Options o("dsv4-replay", "Replays a kernel family's case file");
+  o.add_options()("family", "family (default: the case's dsv4.family metadata)",
+                  cxxopts::value<std::string>())("reference", "run the CPU reference (default)")(
+      "device", "run the GPU kernel")("list", "list the families")("h,help", "print this help")(
+      "case", "case file", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"case"});
+  cxxopts::ParseResult r;
+  try {
+    r = o.parse(argc, argv);
+  } catch (const cxxopts::exceptions::exception& e) {
+    err << "dsv4-replay: " << e.what() << "\n" << kUsage;
+    return 2;
+  }
+  if (r.count("help")) {
+    out << kUsage;
+    return 0;
+  }
   Request req;
-  bool mode_set = false, list = false;
-  std::vector<std::string> positional;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto set_mode = [&](Mode m) {
-      if (mode_set && req.mode != m) {
-        err << "dsv4-replay: --reference and --device exclude each other\n" << kUsage;
-        return false;
-      }
-      req.mode = m;
-      mode_set = true;
-      return true;
-    };
-    if (a == "--help" || a == "-h") {
-      out << kUsage;
-      return 0;
-    } else if (a == "--list") {
-      list = true;
-    } else if (a == "--reference") {
-      if (!set_mode(Mode::kReference)) return 2;
-    } else if (a == "--device") {
-      if (!set_mode(Mode::kDevice)) return 2;
-    } else if (a == "--family" || a.rfind("--family=", 0) == 0) {
-      std::string v;
-      if (a == "--family") {
-        if (i + 1 >= argc) {
-          err << "dsv4-replay: --family needs a value\n" << kUsage;
-          return 2;
-        }
-        v = argv[++i];
-      } else {
-        v = a.substr(9);
-      }
-      if (v.empty()) {
-        err << "dsv4-replay: --family needs a non-empty value\n" << kUsage;
-        return 2;
-      }
-      req.family = v;
-    } else if (a.size() > 1 && a[0] == '-') {
-      err << "dsv4-replay: unknown option '" << a << "'\n" << kUsage;
+  if (r.count("reference") && r.count("device")) {
+    err << "dsv4-replay: --reference and --device exclude each other\n" << kUsage;
+    return 2;
+  }
+  if (r.count("device")) req.mode = Mode::kDevice;
+  if (r.count("reference")) req.mode = Mode::kReference;
+  if (r.count("family")) {
+    req.family = r["family"].as<std::string>();
+    if (req.family.empty()) {
+      err << "dsv4-replay: --family needs a non-empty value\n" << kUsage;
       return 2;
-    } else {
-      positional.push_back(a);
     }
   }
-  if (list) {
+  if (r.count("list")) {
     for (const auto& n : family_names()) {
       const Family* f = find_family(n);
       out << n << (f->device ? "" : " (reference only)") << "\n  " << f->summary << "\n";
     }
     return 0;
   }
+  const auto positional =
+      r.count("case") ? r["case"].as<std::vector<std::string>>() : std::vector<std::string>{};
   if (positional.size() != 1) {
     err << "dsv4-replay: expected one case file, got " << positional.size() << "\n" << kUsage;
     return 2;
   }
   req.path = positional[0];
-  const Result r = run(req);
-  (r.exit_code >= 2 ? err : out) << r.report;
-  return r.exit_code;
+  const Result res = run(req);
+  (res.exit_code >= 2 ? err : out) << res.report;
+  return res.exit_code;
 }
 
 }  // namespace dsv4::replay

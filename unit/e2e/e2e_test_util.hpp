@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "command.hpp"
+#include "commands/command.hpp"
 #include "dsv4/test_server/test_server.hpp"
 
 extern "C" char** environ;

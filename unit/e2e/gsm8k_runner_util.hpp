@@ -2,9 +2,9 @@
 #pragma once
 
 #include "e2e_test_util.hpp"
-#include "gsm8k_data.hpp"
-#include "http_client.hpp"
-#include "progress.hpp"
+#include "gsm8k/gsm8k_data.hpp"
+#include "gsm8k/progress.hpp"
+#include "http/http_client.hpp"
 
 namespace dsv4::e2e_test {
 

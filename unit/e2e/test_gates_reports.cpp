@@ -5,8 +5,8 @@
 #include <cstdlib>
 
 #include "e2e_test_util.hpp"
-#include "gates.hpp"
-#include "run_report.hpp"
+#include "report/gates.hpp"
+#include "report/run_report.hpp"
 
 namespace dsv4::eval {
 namespace {

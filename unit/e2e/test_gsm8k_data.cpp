@@ -2,7 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "e2e_test_util.hpp"
-#include "gsm8k_data.hpp"
+#include "gsm8k/gsm8k_data.hpp"
+#include "http/sha256.hpp"
 
 namespace dsv4::eval::gsm8k {
 namespace {
@@ -88,11 +89,14 @@ TEST(Prompt, SglangFormat) {
 }
 
 TEST(Sha256, KnownVectors) {
+  using eval::sha256_file;
+  using eval::sha256_hex;
   EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   TempDir d;
   write_text(d.str("f"), "abc");
   EXPECT_EQ(sha256_file(d.str("f")), sha256_hex("abc"));
+  EXPECT_EQ(sha256_file(d.str("missing")), std::nullopt);
 }
 
 TEST(LoadJsonl, ReadsRecordsAndSkipsBlankLines) {

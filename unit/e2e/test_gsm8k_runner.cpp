@@ -4,6 +4,7 @@
 
 #include "dsv4/fixtures/seed.hpp"
 #include "gsm8k_runner_util.hpp"
+#include "http/sha256.hpp"
 
 namespace dsv4::e2e_test {
 namespace {
@@ -54,7 +55,7 @@ TEST_P(PlantedMix, ExactMetrics) {
     const char planned = server.planned_outcome(i);
     EXPECT_EQ(r["correct"].get<bool>(), planned == 'c') << "question " << i;
     EXPECT_EQ(r["invalid"].get<bool>(), planned == 'i') << "question " << i;
-    EXPECT_EQ(r["prompt_sha256"], eval::gsm8k::sha256_hex(prompts[i]).substr(0, 16));
+    EXPECT_EQ(r["prompt_sha256"], eval::sha256_hex(prompts[i]).substr(0, 16));
     tokens += r["completion_tokens"].get<double>();
     if (std::string(p.api) == "sglang") {
       const double a = cfg.accept_lengths[test_server::dp_rank(prompts[i], 2)];

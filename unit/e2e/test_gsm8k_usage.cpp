@@ -2,8 +2,9 @@
 // line and value; the canonical-URL download path (cache, sha256) against the local test server.
 #include <gtest/gtest.h>
 
-#include "download.hpp"
 #include "gsm8k_runner_util.hpp"
+#include "http/download.hpp"
+#include "http/sha256.hpp"
 
 namespace dsv4::e2e_test {
 namespace {
@@ -88,7 +89,7 @@ class Download : public ::testing::Test {
   void SetUp() override {
     fs::create_directories(dir_.str("www"));
     data_ = write_questions(dir_, 12, 21, "www/test.jsonl");
-    sha_ = eval::gsm8k::sha256_file(data_);
+    sha_ = eval::sha256_file(data_).value();
     test_server::TestServerConfig cfg = base_config(data_, 21);
     cfg.serve_dir = dir_.str("www");
     server_ = std::make_unique<test_server::TestServer>(cfg);
@@ -151,7 +152,7 @@ TEST_F(Download, ChecksumMismatchIsBadData) {
 
 TEST_F(Download, FetchCachedApi) {
   const std::string path = eval::fetch_cached(url_, sha_, dir_.str("c2"));
-  EXPECT_EQ(eval::gsm8k::sha256_file(path), sha_);
+  EXPECT_EQ(eval::sha256_file(path).value(), sha_);
   EXPECT_THROW(eval::fetch_cached(server_->url() + "/files/none.jsonl", "", dir_.str("c2")),
                eval::DownloadError);
   EXPECT_THROW(eval::fetch_cached(url_, std::string(64, 'f'), dir_.str("c3")), eval::ChecksumError);

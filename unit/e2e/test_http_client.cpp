@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "e2e_test_util.hpp"
-#include "http_client.hpp"
+#include "http/http_client.hpp"
 
 namespace dsv4::eval {
 namespace {

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "e2e_test_util.hpp"
-#include "report_history_svg.hpp"
+#include "report/report_history_svg.hpp"
 
 namespace {
 

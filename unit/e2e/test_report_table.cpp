@@ -10,9 +10,9 @@
 #include <sstream>
 
 #include "e2e_test_util.hpp"
-#include "report_render.hpp"
-#include "report_runs.hpp"
-#include "report_table.hpp"
+#include "report/report_render.hpp"
+#include "report/report_runs.hpp"
+#include "report/report_table.hpp"
 
 namespace {
 
@@ -22,7 +22,7 @@ using dsv4::e2e_test::slurp;
 using dsv4::e2e_test::TempDir;
 using nlohmann::json;
 
-fs::path data_dir() { return fs::path(__FILE__).parent_path() / "data" / "report"; }
+fs::path data_dir() { return fs::path(DSV4_E2E_UNIT_DIR) / "data" / "report"; }
 
 int run_report(std::vector<std::string> args) {
   args.insert(args.begin(), "report");

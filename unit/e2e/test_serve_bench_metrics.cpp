@@ -7,12 +7,13 @@
 #include <sstream>
 
 #include "dsv4/fixtures/seed.hpp"
-#include "serve_bench_metrics.hpp"
-#include "serve_bench_workload.hpp"
+#include "serve_bench/serve_bench_metrics.hpp"
+#include "serve_bench/serve_bench_workload.hpp"
 
 namespace {
 
 using namespace dsv4::eval::serve;
+using dsv4::eval::percentile_sorted;
 
 // A timing built by hand: start, first token after ttft, then the listed gaps, end at latency.
 RequestTiming timing(double start, double ttft, std::vector<double> itl, double latency,

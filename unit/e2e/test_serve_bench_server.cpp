@@ -12,7 +12,7 @@
 
 #include "dsv4/fixtures/seed.hpp"
 #include "e2e_test_util.hpp"
-#include "serve_bench_run.hpp"
+#include "serve_bench/serve_bench_run.hpp"
 
 namespace {
 

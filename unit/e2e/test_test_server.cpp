@@ -11,7 +11,7 @@
 
 #include "dsv4/fixtures/seed.hpp"
 #include "e2e_test_util.hpp"
-#include "http_client.hpp"
+#include "http/http_client.hpp"
 
 namespace dsv4::test_server {
 namespace {

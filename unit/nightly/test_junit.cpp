@@ -68,6 +68,25 @@ TEST(Junit, MalformedInputThrows) {
   EXPECT_THROW(parse_junit("<testcase name=\"a"), std::runtime_error);
   EXPECT_THROW(parse_junit("<testcase name=a>"), std::runtime_error);
   EXPECT_TRUE(parse_junit("<testsuite/>").empty());
+  try {
+    parse_junit("<testsuite><testcase name=\"a\"></testsuite>");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("at byte"), std::string::npos) << e.what();
+  }
+}
+
+// Characters above U+FFFF (four UTF-8 bytes) from references and literally, and a name with
+// every predefined entity.
+TEST(Junit, DecodesEveryCharacterReference) {
+  const auto r = parse_junit(
+      "<testsuite><testcase name=\"T.&#x1F600;&#128512;\xF0\x9F\x98\x80 "
+      "&quot;&apos;&lt;&gt;&amp;\">"
+      "<failure message=\"&#x10FFFF;&#xE9;\"/></testcase></testsuite>");
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].name, "T.\xF0\x9F\x98\x80\xF0\x9F\x98\x80\xF0\x9F\x98\x80 \"'<>&");
+  EXPECT_EQ(r[0].message, "\xF4\x8F\xBF\xBF\xC3\xA9");
+  EXPECT_EQ(r[0].outcome, Outcome::kFail);
 }
 
 TEST(Junit, FamilyAndCheckOfATestName) {

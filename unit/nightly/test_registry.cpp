@@ -2,6 +2,7 @@
 // path and value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "helpers.hpp"
@@ -14,20 +15,31 @@ using nlohmann::json;
 
 json valid_registry() {
   return json::parse(R"X({
-    "schema": 1,
-    "nightly": {"cron": "0 2 * * *"},
-    "pr": {"deps_command": "bash ci/deps.sh", "test_command": "bash ci/test.sh"},
+    "schema": 2,
+    "nightly": {"cron": "0 2 * * *", "weekly_cron": "0 4 * * 6", "repository": "o/r",
+                "tools": {"image": "debian:12", "max_glibc": "2.35", "max_glibcxx": "3.4.30"},
+                "hf_cache": {"host_path": "/h", "mount": "/m", "hf_home": "/m/hf"},
+                "sglang": {"repository": "sgl-project/sglang", "ref": "main", "install": "pip"}},
+    "pr": {"deps_command": "bash ci/deps.sh", "test_command": "bash ci/test.sh",
+           "hip_image": "rocm/dev-ubuntu-24.04:7.2-complete"},
+    "manual": [{"configure_preset": "cuda", "reason": "no NVIDIA runner"}],
+    "e2e_defaults": {"container": {"image": "img:{date}", "options": "--shm-size 32g"},
+                     "env": {"SGLANG_ENABLE_ASYNC_ASSERT": "0"},
+                     "sources": {"container.image": "start script", "env": "exec script"}},
     "suites": [
       {"name": "kernels-a", "kind": "kernels", "runs_on": "linux-mi35x-gpu-1",
-       "timeout_minutes": 30, "build": {"preset": "hip"},
+       "timeout_minutes": 30, "build": {"preset": "hip"}, "container": {"image": "rocm:7"},
        "env": {"HIP_LAUNCH_BLOCKING": "1"},
        "ctest": {"test_preset": "nightly", "label": "gpu", "families": ["kv_store"],
                  "checks": [{"name": "poison", "match": "Poison"}]}},
       {"name": "e2e-a", "kind": "e2e", "runs_on": "linux-mi35x-gpu-8", "timeout_minutes": 60,
-       "build": {"preset": "cpu", "targets": ["dsv4-eval"]},
-       "server": {"command": ["serve", "--host", "{host}", "--port", "{port}"], "port": 0},
+       "retries": 1, "env": {"X": "1"},
+       "server": {"model": "org/m", "command": ["serve", "--host", "{host}", "--port", "{port}",
+                                               "--model-path", "{model}"], "port": 0},
        "run": {"command": ["dsv4-eval", "gsm8k", "--url", "{url}", "--out", "{out}"],
-               "gates": ["accuracy>0.92", "accept_length >= 3.0"]}}
+               "gates": ["accuracy>0.92", "accept_length >= 3.0"]},
+       "sources": {"server.model": "t", "server.command": "t", "server.env": "t",
+                   "server.ready_timeout_s": "t", "run.gates": "t"}}
     ]})X");
 }
 
@@ -65,6 +77,59 @@ TEST(Registry, ValidDocumentParsesEveryField) {
   EXPECT_EQ(reg.nightly.artifact_dir, "out/nightly");
   EXPECT_EQ(reg.find("e2e-a"), &reg.suites[1]);
   EXPECT_EQ(reg.find("nope"), nullptr);
+  // e2e_defaults merge under the suite's own fields.
+  EXPECT_EQ(e.container.image, "img:{date}");
+  EXPECT_EQ(e.env.at("SGLANG_ENABLE_ASYNC_ASSERT"), "0");
+  EXPECT_EQ(e.env.at("X"), "1");
+  EXPECT_EQ(e.sources.at("env"), "exec script");
+  EXPECT_EQ(e.retries, 1);
+  EXPECT_EQ(e.server.model, "org/m");
+  EXPECT_EQ(reg.manual.at(0).preset, "cuda");
+  EXPECT_EQ(reg.nightly.triage_runs, 3);
+}
+
+// The registry takes a gate exactly when dsv4-eval's own parser does.
+TEST(Registry, GatesAreDsv4EvalsGates) {
+  for (const char* ok : {"accuracy>0.92", "accept_length>2.8", "latency_p99 <= 1e-3", "failed==0",
+                         "accept_length_mean>=2.5"}) {
+    json doc = valid_registry();
+    doc["suites"][1]["run"]["gates"] = {ok};
+    EXPECT_NO_THROW(parse_registry(doc, "t.json")) << ok;
+  }
+  for (const char* bad :
+       {"accuracy!=0.9", "accuracy >> 0.9", "accuracy>", "9x>1", "accuracy>nan"}) {
+    json doc = valid_registry();
+    doc["suites"][1]["run"]["gates"] = {bad};
+    try {
+      parse_registry(doc, "t.json");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const RegistryError& e) {
+      EXPECT_NE(std::string(e.what()).find("dsv4-eval rejects it"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Registry, CommittedE2eLaunchesNameTheirSources) {
+  const Registry reg = load_registry(DSV4_SOURCE_DIR "/nightly/suites.json");
+  for (const auto& s : reg.suites) {
+    if (s.kind != Kind::kE2e) continue;
+    for (const auto& f : launch_fields())
+      EXPECT_FALSE(s.sources.at(f).empty()) << s.name << " " << f;
+    EXPECT_EQ(s.server.ready_timeout_s, 5400) << s.name;
+    EXPECT_EQ(s.env.at("SGLANG_ENABLE_ASYNC_ASSERT"), "0") << s.name;
+    EXPECT_EQ(s.retries, 1) << s.name;
+  }
+  const Suite* mtp = reg.find("e2e-v4pro-mtp-ukv");
+  ASSERT_NE(mtp, nullptr);
+  EXPECT_NE(std::find(mtp->run.gates.begin(), mtp->run.gates.end(), "accept_length>2.8"),
+            mtp->run.gates.end());
+  EXPECT_EQ(mtp->server.env.at("SGLANG_HACK_FLASHMLA_BACKEND"), "unified_kv_triton");
+  EXPECT_EQ(reg.find("e2e-v4pro-mtp-triton")->server.env.at("SGLANG_HACK_FLASHMLA_BACKEND"),
+            "triton");
+  const auto& dspark = reg.find("e2e-v4pro-dspark")->server.command;
+  for (const char* flag : {"--dp", "--enable-dp-attention", "DSPARK"})
+    EXPECT_NE(std::find(dspark.begin(), dspark.end(), flag), dspark.end()) << flag;
+  EXPECT_EQ(reg.find("e2e-v4pro-dspark")->server.model, "deepseek-ai/DeepSeek-V4-Pro-DSpark");
 }
 
 struct BadCase {
@@ -103,6 +168,23 @@ INSTANTIATE_TEST_SUITE_P(
                 "suites[1].server.port", "70000"},
         BadCase{"gate", [](json& d) { d["suites"][1]["run"]["gates"][0] = "accuracy >> 0.9"; },
                 "suites[1].run.gates[0]", "accuracy >> 0.9"},
+        BadCase{"source", [](json& d) { d["suites"][1]["sources"].erase("run.gates"); },
+                "suites[1].sources.run.gates", "where SGLang sets"},
+        BadCase{"no model", [](json& d) { d["suites"][1]["server"]["command"][6] = "m"; },
+                "suites[1].server.command", "{model}"},
+        BadCase{"retries", [](json& d) { d["suites"][1]["retries"] = 2; }, "suites[1].retries",
+                "[0, 1]"},
+        BadCase{"repository", [](json& d) { d["nightly"]["repository"] = "nope"; },
+                "nightly.repository", "owner/name"},
+        BadCase{"build on e2e",
+                [](json& d) {
+                  d["suites"][1]["build"] = {{"preset", "cpu"}};
+                },
+                "suites[1].build", "tools job"},
+        BadCase{"schedule", [](json& d) { d["suites"][0]["schedule"] = "daily"; },
+                "suites[0].schedule", "weekly"},
+        BadCase{"manual", [](json& d) { d["manual"][0]["test_preset"] = "cuda"; }, "manual[0]",
+                "exactly one"},
         BadCase{"duplicate", [](json& d) { d["suites"][1]["name"] = "kernels-a"; },
                 "suites[1].name", "registered twice"},
         BadCase{"unknown field", [](json& d) { d["suites"][0]["timeout"] = 5; },
@@ -124,7 +206,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"yaml word", [](json& d) { d["suites"][0]["name"] = "on"; }, "suites[0].name",
                 "YAML"},
         BadCase{"report", [](json& d) { d["suites"][0]["name"] = "report"; }, "suites[0].name",
-                "final job"},
+                "name of a job"},
         BadCase{"env name", [](json& d) { d["suites"][0]["env"]["1X"] = "v"; }, "suites[0].env.1X",
                 "environment variable"},
         BadCase{"ctest on e2e", [](json& d) { d["suites"][1]["ctest"] = json::object(); },
@@ -133,7 +215,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "suites[0].server", "e2e suites only"},
         BadCase{"no server", [](json& d) { d["suites"][1].erase("server"); }, "suites[1].server",
                 "required"},
-        BadCase{"schema", [](json& d) { d["schema"] = 2; }, "schema", "2"},
+        BadCase{"schema", [](json& d) { d["schema"] = 1; }, "schema", "1"},
         BadCase{"cron", [](json& d) { d["nightly"]["cron"] = "daily"; }, "nightly.cron",
                 "\"daily\""},
         BadCase{"string number", [](json& d) { d["suites"][0]["timeout_minutes"] = "60"; },

@@ -24,7 +24,8 @@ case "$cmd" in
   gsm8k)
     out=
     while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done
-    echo '{"accuracy": 0.95}' > "$out/report.json"
+    if [ "${FAKE_RUN_EXIT:-0}" = 1 ]; then pass=false; else pass=true; fi
+    echo "{\"gates\": [{\"gate\": \"accuracy>0.92\", \"pass\": $pass, \"value\": 0.5, \"verdict\": \"x\", \"detail\": \"accuracy = 0.5\"}]}" > "$out/report.json"
     [ -n "$FAKE_RUN_SLEEP" ] && sleep "$FAKE_RUN_SLEEP"
     exit "${FAKE_RUN_EXIT:-0}" ;;
 esac
@@ -34,6 +35,7 @@ exit 2
 // Server stand-in: writes the port file (when given one) and serves nothing until stopped.
 const char* kFakeServer = R"X(#!/bin/sh
 echo "fake server $*"
+echo "fake server: HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-unset}"
 portfile=
 while [ $# -gt 0 ]; do [ "$1" = --port-file ] && portfile=$2; shift; done
 if [ -n "$FAKE_SERVER_EXIT" ]; then sleep 0.3; echo "fake server: failing"; exit "$FAKE_SERVER_EXIT"; fi
@@ -49,6 +51,8 @@ class RunSuite : public ::testing::Test {
  protected:
   void SetUp() override {
     ::unsetenv("GITHUB_STEP_SUMMARY");
+    ::unsetenv("HF_HOME");
+    ::unsetenv("DSV4_CASE_DIR");
     test::write_file(dir_ / "build/e2e/dsv4-eval", kFakeEval, true);
     test::write_file(dir_ / "build/fixtures/server/fake-server", kFakeServer, true);
     test::write_file(dir_ / "build/nightly/nvidia-smi", kFakeNvidiaSmi, true);
@@ -67,18 +71,29 @@ class RunSuite : public ::testing::Test {
                      "add_test(kernels/KvStore.Hostile /bin/sh -c \"echo mismatch; exit 1\")\n"
                      "set_tests_properties(kernels/KvStore.Poison kernels/KvStore.Hostile "
                      "PROPERTIES LABELS gpu RESOURCE_GROUPS gpus:1)\n");
-    json e2e = {{"kind", "e2e"},
-                {"runs_on", "linux-mi35x-gpu-8"},
-                {"timeout_minutes", 10},
-                {"build", {{"preset", "cpu"}}},
-                {"server",
-                 {{"command", {"fake-server", "--port", "0", "--port-file", "{port_file}"}},
-                  {"ready_timeout_s", 20},
-                  {"stop_grace_s", 2}}},
-                {"run",
-                 {{"command", {"dsv4-eval", "gsm8k", "--url", "{url}", "--out", "{out}"}},
-                  {"gates", {"accuracy>0.92"}},
-                  {"timeout_s", 20}}}};
+    json e2e = {
+        {"kind", "e2e"},
+        {"runs_on", "linux-mi35x-gpu-8"},
+        {"timeout_minutes", 10},
+        {"container", {{"image", "img"}}},
+        {"sources",
+         {{"container.image", "t"},
+          {"env", "t"},
+          {"server.model", "t"},
+          {"server.command", "t"},
+          {"server.env", "t"},
+          {"server.ready_timeout_s", "t"},
+          {"run.gates", "t"}}},
+        {"server",
+         {{"model", "org/model"},
+          {"command",
+           {"fake-server", "--model", "{model}", "--port", "0", "--port-file", "{port_file}"}},
+          {"ready_timeout_s", 20},
+          {"stop_grace_s", 2}}},
+        {"run",
+         {{"command", {"dsv4-eval", "gsm8k", "--url", "{url}", "--out", "{out}"}},
+          {"gates", {"accuracy>0.92"}},
+          {"timeout_s", 20}}}};
     auto with = [&](const char* name, json env) {
       json s = e2e;
       s["name"] = name;
@@ -87,14 +102,19 @@ class RunSuite : public ::testing::Test {
     };
     json fixed_port =
         with("e2e-server-dies", {{"FAKE_SERVER_EXIT", "7"}, {"FAKE_READY_SLEEP", "30"}});
-    fixed_port["server"]["command"] = {"fake-server", "--port", "{port}"};
+    fixed_port["server"]["command"] = {"fake-server", "--model", "{model}", "--port", "{port}"};
     json timeout = with("e2e-runner-timeout", {{"FAKE_RUN_SLEEP", "30"}});
     timeout["run"]["timeout_s"] = 1;
+    json retried = with("e2e-retried", {{"FAKE_READY_EXIT", "3"}});
+    retried["retries"] = 1;
+    json cached = with("e2e-cached", {{"HF_HOME", dir_ / "hf"}});
+    test::write_file(dir_ / "hf/hub/models--org--model/snapshots/abc/config.json", "{}");
     json missing = with("e2e-missing-runner", json::object());
     missing["run"]["command"] = {"dsv4-eval-absent", "--url", "{url}"};
     json kernels = {{"kind", "kernels"},
                     {"runs_on", "linux-mi35x-gpu-8"},
                     {"timeout_minutes", 10},
+                    {"container", {{"image", "rocm"}}},
                     {"build", {{"preset", "hip"}}},
                     {"ctest",
                      {{"test_dir", "ct-pass"},
@@ -112,13 +132,20 @@ class RunSuite : public ::testing::Test {
     kfail["ctest"]["test_dir"] = "ct-fail";
     knogpu["name"] = "kernels-no-gpu";
     knogpu["env"] = {{"FAKE_NO_GPU", "1"}};
-    json doc = {{"schema", 1},
-                {"nightly", {{"cron", "0 2 * * *"}}},
-                {"pr", {{"deps_command", "true"}, {"test_command", "true"}}},
-                {"suites",
-                 {with("e2e-green", json::object()), with("e2e-gate", {{"FAKE_RUN_EXIT", "1"}}),
-                  with("e2e-not-ready", {{"FAKE_READY_EXIT", "3"}}), fixed_port, timeout, missing,
-                  kernels, kfail, knogpu}}};
+    json doc = {
+        {"schema", 2},
+        {"nightly",
+         {{"cron", "0 2 * * *"},
+          {"weekly_cron", "0 4 * * 6"},
+          {"repository", "o/r"},
+          {"tools", {{"image", "debian:12"}, {"max_glibc", "2.35"}, {"max_glibcxx", "3.4.30"}}},
+          {"hf_cache", {{"host_path", "/h"}, {"mount", "/m"}, {"hf_home", "/m/hf"}}},
+          {"sglang", {{"repository", "a/b"}, {"ref", "main"}, {"install", "true"}}}}},
+        {"pr", {{"deps_command", "true"}, {"test_command", "true"}, {"hip_image", "rocm"}}},
+        {"suites",
+         {with("e2e-green", json::object()), with("e2e-gate", {{"FAKE_RUN_EXIT", "1"}}),
+          with("e2e-not-ready", {{"FAKE_READY_EXIT", "3"}}), fixed_port, timeout, missing, retried,
+          cached, kernels, kfail, knogpu}}};
     reg_ = parse_registry(doc, "test-suites.json");
   }
 
@@ -162,7 +189,8 @@ TEST_F(RunSuite, E2eGreenPath) {
       << runner;
   EXPECT_NE(artifact("e2e-green", "wait-ready.log").find("wait-ready --url http://127.0.0.1:12345"),
             std::string::npos);
-  EXPECT_NE(artifact("e2e-green", "server.log").find("fake server --port 0 --port-file"),
+  EXPECT_NE(artifact("e2e-green", "server.log")
+                .find("fake server --model org/model --port 0 --port-file"),
             std::string::npos);
   EXPECT_FALSE(artifact("e2e-green", "eval/report.json").empty());
   EXPECT_NE(artifact("e2e-green", "summary.md").find("## e2e-green: ✅ pass (exit 0)"),
@@ -177,6 +205,41 @@ TEST_F(RunSuite, E2eGateFailureIsExit1) {
   EXPECT_EQ(run("e2e-gate"), 1) << manifest_.dump(2);
   expect_server_stopped();
   EXPECT_EQ(manifest_["result"], "gate failed");
+  // What the report's triage reads: the failed gate by its text, and no retry of a result.
+  ASSERT_EQ(manifest_["failures"].size(), 1u) << manifest_.dump(2);
+  EXPECT_EQ(manifest_["failures"][0]["kind"], "gate");
+  EXPECT_EQ(manifest_["failures"][0]["id"], "accuracy>0.92");
+  EXPECT_EQ(manifest_["attempts"].size(), 1u);
+  EXPECT_NE(artifact("e2e-gate", "summary.md").find("| `accuracy>0.92` | 0.5 | x |"),
+            std::string::npos)
+      << artifact("e2e-gate", "summary.md");
+}
+
+TEST_F(RunSuite, E2eCouldNotRunIsRetriedOnceOfflineAndRecorded) {
+  EXPECT_EQ(run("e2e-retried"), 3) << manifest_.dump(2);
+  ASSERT_EQ(manifest_["attempts"].size(), 2u) << manifest_.dump(2);
+  EXPECT_EQ(manifest_["attempts"][0]["exit_code"], 3);
+  EXPECT_FALSE(manifest_["attempts"][0]["offline"].get<bool>());
+  EXPECT_TRUE(manifest_["attempts"][1]["offline"].get<bool>());
+  EXPECT_NE(artifact("e2e-retried", "attempt-1/server.log").find("HF_HUB_OFFLINE=unset"),
+            std::string::npos);
+  EXPECT_NE(artifact("e2e-retried", "server.log").find("HF_HUB_OFFLINE=1"), std::string::npos);
+  EXPECT_NE(artifact("e2e-retried", "summary.md").find("Retried: attempt 1 exit 3"),
+            std::string::npos)
+      << artifact("e2e-retried", "summary.md");
+  ASSERT_EQ(manifest_["failures"].size(), 1u);
+  EXPECT_EQ(manifest_["failures"][0]["kind"], "could-not-run");
+}
+
+TEST_F(RunSuite, E2eRunsOfflineWhenTheCacheHoldsTheModel) {
+  EXPECT_EQ(run("e2e-cached"), 0) << manifest_.dump(2);
+  EXPECT_NE(manifest_["model_cached"].get<std::string>().find("models--org--model/snapshots/abc"),
+            std::string::npos);
+  EXPECT_NE(artifact("e2e-cached", "server.log").find("--model org/model"), std::string::npos);
+  EXPECT_NE(artifact("e2e-cached", "server.log").find("HF_HUB_OFFLINE=1"), std::string::npos);
+  EXPECT_EQ(run("e2e-green"), 0) << manifest_.dump(2);
+  EXPECT_NE(artifact("e2e-green", "server.log").find("HF_HUB_OFFLINE=unset"), std::string::npos)
+      << "no cache, no offline mode";
 }
 
 TEST_F(RunSuite, E2eNeverReadyIsExit3WithLogsKept) {
@@ -243,6 +306,9 @@ TEST_F(RunSuite, KernelsFailureIsExit1WithTheTable) {
   const std::string md = artifact("kernels-fail", "summary.md");
   EXPECT_NE(md.find("| kv_store | — | ✅ 1/1 | ❌ 0/1 | ❌ 1/2 |"), std::string::npos) << md;
   EXPECT_NE(md.find("- `kernels/KvStore.Hostile`"), std::string::npos) << md;
+  ASSERT_EQ(manifest_["failures"].size(), 1u);
+  EXPECT_EQ(manifest_["failures"][0]["id"], "kernels/KvStore.Hostile");
+  EXPECT_EQ(manifest_["case_dir"], dir_ / "out/kernels-fail/cases") << "case files are uploaded";
 }
 
 TEST_F(RunSuite, KernelsWithoutGpuIsExit3) {

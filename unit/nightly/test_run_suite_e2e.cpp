@@ -25,27 +25,44 @@ class RunSuiteEndToEnd : public ::testing::Test {
 
   // One e2e suite: the test server with `server_flags`, GSM8K over its 40 questions.
   Registry registry(const std::vector<std::string>& server_flags, int ready_timeout_s) {
-    json server = {DSV4_TEST_SERVER_BIN, "--data",     data_, "--port", "0",
-                   "--port-file",        "{port_file}"};
+    json server = {DSV4_TEST_SERVER_BIN, "--data",      data_,     "--port", "0",
+                   "--port-file",        "{port_file}", "--model", "{model}"};
     for (const auto& f : server_flags) server.push_back(f);
-    json suite = {
-        {"name", "e2e-test-server"},
-        {"kind", "e2e"},
-        {"runs_on", "linux-mi35x-gpu-8"},
-        {"timeout_minutes", 5},
-        {"build", {{"preset", "cpu"}}},
-        {"server",
-         {{"command", server}, {"ready_timeout_s", ready_timeout_s}, {"stop_grace_s", 5}}},
-        {"run",
-         {{"command",
-           {DSV4_EVAL_BIN, "gsm8k", "--url", "{url}", "--data", data_, "--num-questions", "40",
-            "--parallel", "8", "--progress-interval", "0", "--out", "{out}"}},
-          {"gates", {"accuracy>0.92", "accept_length>3.0"}},
-          {"timeout_s", 60}}}};
-    json doc = {{"schema", 1},
-                {"nightly", {{"cron", "0 2 * * *"}}},
-                {"pr", {{"deps_command", "true"}, {"test_command", "true"}}},
-                {"suites", {suite}}};
+    json suite = {{"name", "e2e-test-server"},
+                  {"kind", "e2e"},
+                  {"runs_on", "linux-mi35x-gpu-8"},
+                  {"timeout_minutes", 5},
+                  {"container", {{"image", "img"}}},
+                  {"sources",
+                   {{"container.image", "t"},
+                    {"env", "t"},
+                    {"server.model", "t"},
+                    {"server.command", "t"},
+                    {"server.env", "t"},
+                    {"server.ready_timeout_s", "t"},
+                    {"run.gates", "t"}}},
+                  {"server",
+                   {{"model", "dsv4/test-model"},
+                    {"command", server},
+                    {"ready_timeout_s", ready_timeout_s},
+                    {"stop_grace_s", 5}}},
+                  {"run",
+                   {{"command",
+                     {DSV4_EVAL_BIN, "gsm8k", "--url", "{url}", "--data", data_, "--num-questions",
+                      "40", "--parallel", "8", "--progress-interval", "0", "--out", "{out}"}},
+                    {"gates", {"accuracy>0.92", "accept_length>3.0"}},
+                    {"timeout_s", 60}}}};
+    json doc = {
+        {"schema", 2},
+        {"nightly",
+         {{"cron", "0 2 * * *"},
+          {"weekly_cron", "0 4 * * 6"},
+          {"repository", "o/r"},
+          {"tools", {{"image", "debian:12"}, {"max_glibc", "2.35"}, {"max_glibcxx", "3.4.30"}}},
+          {"hf_cache", {{"host_path", "/h"}, {"mount", "/m"}, {"hf_home", "/m/hf"}}},
+          {"sglang", {{"repository", "a/b"}, {"ref", "main"}, {"install", "true"}}}}},
+        {"pr", {{"deps_command", "true"}, {"test_command", "true"}, {"hip_image", "rocm"}}},
+        {"suites", {suite}}};
     return parse_registry(doc, "e2e-test-suites.json");
   }
 

@@ -1,0 +1,83 @@
+// bench sampling_renorm: top-k (k = 50) and top-p (p = 0.9) renormalisation of softmax rows at
+// V = 129280 against the PyTorch sort-based expressions, eager and torch.compile, timed on the same
+// card in the same session (bench/torch_peers.py), with the copy ceiling of one [B, V] fp32 array
+// and the targets: top-k >= 3x and top-p >= 5x faster than both PyTorch peers.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "dsv4/fixtures/generators.hpp"
+#include "dsv4/kernels/sampling_renorm.hpp"
+
+namespace {
+
+using namespace dsv4;
+using bench::Dev;
+namespace ks = kernels::sampling_renorm;
+
+constexpr int64_t kV = 129280;
+
+std::vector<float> softmax_rows(fx::Rng& rng, int64_t B) {
+  std::vector<float> v = fx::normal_f32(rng, size_t(B * kV), 0, 3);
+  for (int64_t b = 0; b < B; ++b) {
+    float* r = v.data() + b * kV;
+    const float mx = *std::max_element(r, r + kV);
+    double sum = 0;
+    for (int64_t i = 0; i < kV; ++i) sum += r[i] = std::exp(r[i] - mx);
+    for (int64_t i = 0; i < kV; ++i) r[i] = float(r[i] / sum);
+  }
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!bench::require_gpu("bench_sampling_renorm")) return 0;
+  const bench::Peers torch(argc, argv);
+  gpu::StreamHandle stream;
+  bench::Table table({"B", "op", "ours us", "GB/s", "copy GB/s", "torch eager", "torch.compile",
+                      "vs eager", "vs compile", "target", ""});
+  int missed = 0;
+  for (int64_t B : {1, 64, 256}) {
+    fx::Rng rng{uint64_t(B)};
+    const Dev<float> probs(softmax_rows(rng, B));
+    const Dev<int32_t> k{std::vector<int32_t>(size_t(B), 50)};
+    const Dev<float> p{std::vector<float>(size_t(B), 0.9f)};
+    Dev<float> out(size_t(B * kV));
+    const double bytes = 2.0 * double(B * kV) * 4;  // one read and one write of [B, V]
+    const double copy = bench::copy_ceiling_gbps(size_t(B * kV) * 4, stream);
+    for (const bool top_p : {false, true}) {
+      const double us = bench::median_us(
+          [&](int, gpu::Stream st) {
+            if (top_p)
+              ks::top_p(probs.p, B, kV, p.p, out.p, st);
+            else
+              ks::top_k(probs.p, B, kV, k.p, out.p, st);
+          },
+          stream);
+      const std::string op = top_p ? "top-p" : "top-k";
+      const double need = top_p ? 5.0 : 3.0;
+      const auto eager = torch.us("eager " + op, B, kV), comp = torch.us("compile " + op, B, kV);
+      std::string verdict = "n/a";
+      if (eager && comp) {
+        const bool met = *eager / us >= need && *comp / us >= need;
+        verdict = met ? "met" : "MISSED";
+        missed += !met;
+      }
+      table.row({std::to_string(B), op, bench::fmt("%.2f", us),
+                 bench::fmt("%.0f", bytes / us / 1e3), bench::fmt("%.0f", copy),
+                 torch.cell("eager " + op, B, kV), torch.cell("compile " + op, B, kV),
+                 eager ? bench::fmt("%.1fx", *eager / us) : "n/a",
+                 comp ? bench::fmt("%.1fx", *comp / us) : "n/a", bench::fmt(">= %.0fx both", need),
+                 verdict});
+    }
+  }
+  std::printf("V = %lld, softmax rows of N(0,3) logits, k = 50, p = 0.9; times in us (median)\n",
+              (long long)kV);
+  table.print();
+  std::printf("targets: %s\n", missed ? "some MISSED (see the table)" : "all met");
+  return 0;
+}

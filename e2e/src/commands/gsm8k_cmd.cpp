@@ -1,0 +1,141 @@
+// `dsv4-eval gsm8k`: command-line options of the GSM8K evaluation.
+#include <cxxopts.hpp>
+
+#include <cstdio>
+
+#include "commands/command.hpp"
+#include "gsm8k/gsm8k_data.hpp"
+#include "gsm8k/gsm8k_run.hpp"
+#include "http/download.hpp"
+
+namespace dsv4::eval {
+namespace {
+
+std::string join_args(int argc, char** argv) {
+  std::string s = "dsv4-eval";
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool quote = a.find_first_of(" '\"<>|&;$") != std::string::npos;
+    s += " " + (quote ? "'" + a + "'" : a);
+  }
+  return s;
+}
+
+int gsm8k_main(int argc, char** argv) {
+  cxxopts::Options o("dsv4-eval gsm8k",
+                     "GSM8K k-shot evaluation of a live SGLang (or OpenAI-compatible) server, "
+                     "behind gates.\nExit: 0 gates pass, 1 a gate failed, 2 bad usage/config/data, "
+                     "3 could not run.");
+  // clang-format off
+  o.add_options()
+    ("url", "server base URL", cxxopts::value<std::string>()->default_value("http://127.0.0.1:30000"))
+    ("api", "sglang | openai-completions | openai-chat", cxxopts::value<std::string>()->default_value("sglang"))
+    ("model", "model name for OpenAI APIs (default: first id of /v1/models)", cxxopts::value<std::string>())
+    ("data", "local GSM8K JSONL (default: the canonical test set, downloaded and cached)", cxxopts::value<std::string>())
+    ("data-url", "URL of the test set", cxxopts::value<std::string>()->default_value(gsm8k::kCanonicalUrl))
+    ("data-sha256", "expected sha256 of the downloaded test set (checked for --data too when given)", cxxopts::value<std::string>())
+    ("cache-dir", "download cache", cxxopts::value<std::string>())
+    ("shots-from", "take the shots from this file instead of the data's first lines", cxxopts::value<std::string>())
+    ("num-questions", "questions to ask, the data's first N (0: all)", cxxopts::value<long long>()->default_value("1319"))
+    ("num-shots", "few-shot examples in each prompt", cxxopts::value<long long>()->default_value("5"))
+    ("parallel", "requests in flight", cxxopts::value<long long>()->default_value("64"))
+    ("max-new-tokens", "generation limit", cxxopts::value<long long>()->default_value("512"))
+    ("temperature", "sampling temperature", cxxopts::value<double>()->default_value("0"))
+    ("stop", "stop string (repeatable; default: Question, Assistant:, <|separator|>)", cxxopts::value<std::vector<std::string>>())
+    ("stream", "stream responses (SSE)")
+    ("incremental-stream", "SGLang streams text deltas (server started with --incremental-streaming-output)")
+    ("gate", "gate 'metric op value', op one of > >= < <= == (repeatable)", cxxopts::value<std::vector<std::string>>())
+    ("out", "output directory (results.jsonl, report.json, report.md, junit.xml)", cxxopts::value<std::string>()->default_value("gsm8k-out"))
+    ("resume", "continue the run recorded in --out/results.jsonl")
+    ("timeout", "per-attempt request timeout in seconds", cxxopts::value<double>()->default_value("600"))
+    ("retries", "retries per request (connection errors, timeouts, 5xx, 429, bad bodies)", cxxopts::value<long long>()->default_value("3"))
+    ("backoff", "first retry delay in seconds, doubling", cxxopts::value<double>()->default_value("0.5"))
+    ("max-failed", "requests allowed to fail after retries before the run stops with exit 3", cxxopts::value<long long>()->default_value("0"))
+    ("progress-interval", "seconds between progress lines when stderr is not a terminal (0: none)", cxxopts::value<double>()->default_value("30"))
+    ("no-flush", "do not POST /flush_cache before the run")
+    ("list-metrics", "print the metric names gates may use")
+    ("h,help", "print this help");
+  // clang-format on
+  Gsm8kConfig c;
+  try {
+    const auto parsed = parse_options(o, argc, argv);
+    if (!parsed) return kExitPass;
+    const auto& r = *parsed;
+    if (r.count("list-metrics")) {
+      for (const auto& m : gsm8k_metric_names()) std::printf("%s\n", m.c_str());
+      std::printf("accept_length_rank<N>\n");
+      return kExitPass;
+    }
+    auto positive = [&](const char* flag, long long lo) {
+      const long long v = r[flag].as<long long>();
+      if (v < lo)
+        throw std::invalid_argument(std::string("--") + flag + " " + std::to_string(v) +
+                                    " must be >= " + std::to_string(lo));
+      return v;
+    };
+    c.url = normalize_base_url(r["url"].as<std::string>());
+    const std::string api = r["api"].as<std::string>();
+    const auto parsed_api = parse_api(api);
+    if (!parsed_api)
+      throw std::invalid_argument("--api '" + api +
+                                  "' is not one of sglang, openai-completions, openai-chat");
+    c.api = *parsed_api;
+    if (r.count("model")) c.model = r["model"].as<std::string>();
+    if (r.count("data")) c.data_path = r["data"].as<std::string>();
+    c.data_url = r["data-url"].as<std::string>();
+    if (r.count("data-sha256")) {
+      c.data_sha256 = r["data-sha256"].as<std::string>();
+      if (c.data_sha256.size() != 64 ||
+          c.data_sha256.find_first_not_of("0123456789abcdef") != std::string::npos)
+        throw std::invalid_argument("--data-sha256 '" + c.data_sha256 +
+                                    "' is not 64 lowercase hex digits");
+    } else if (c.data_path.empty() && c.data_url == gsm8k::kCanonicalUrl) {
+      c.data_sha256 = gsm8k::kCanonicalSha256;
+    }
+    c.cache_dir = r.count("cache-dir") ? r["cache-dir"].as<std::string>() : default_cache_dir();
+    if (r.count("shots-from")) c.shots_from = r["shots-from"].as<std::string>();
+    c.num_questions = size_t(positive("num-questions", 0));
+    c.num_shots = size_t(positive("num-shots", 0));
+    c.parallel = int(std::min<long long>(positive("parallel", 1), 100000));
+    c.max_new_tokens = size_t(positive("max-new-tokens", 1));
+    c.temperature = r["temperature"].as<double>();
+    if (!(c.temperature >= 0))
+      throw std::invalid_argument("--temperature " + std::to_string(c.temperature) +
+                                  " must be >= 0");
+    c.stops = r.count("stop") ? r["stop"].as<std::vector<std::string>>() : gsm8k::default_stops();
+    c.stream = r.count("stream") > 0;
+    c.incremental_stream = r.count("incremental-stream") > 0;
+    if (r.count("gate")) {
+      for (const auto& g : r["gate"].as<std::vector<std::string>>()) {
+        Gate gate = parse_gate(g);
+        if (!is_gsm8k_metric(gate.metric))
+          throw std::invalid_argument("gate '" + g + "': unknown metric '" + gate.metric +
+                                      "' (dsv4-eval gsm8k --list-metrics names them)");
+        c.gates.push_back(gate);
+      }
+    }
+    c.out_dir = r["out"].as<std::string>();
+    c.resume = r.count("resume") > 0;
+    c.timeout_s = r["timeout"].as<double>();
+    if (!(c.timeout_s > 0))
+      throw std::invalid_argument("--timeout " + std::to_string(c.timeout_s) + " must be > 0");
+    c.retries = int(std::min<long long>(positive("retries", 0), 100));
+    c.backoff_s = r["backoff"].as<double>();
+    if (!(c.backoff_s >= 0))
+      throw std::invalid_argument("--backoff " + std::to_string(c.backoff_s) + " must be >= 0");
+    c.max_failed = size_t(positive("max-failed", 0));
+    c.progress_interval_s = r["progress-interval"].as<double>();
+    c.flush_cache = r.count("no-flush") == 0;
+    c.command_line = join_args(argc, argv);
+  } catch (const std::exception& e) {  // cxxopts, gates and our own checks
+    std::fprintf(stderr, "dsv4-eval gsm8k: %s\n(see dsv4-eval gsm8k --help)\n", e.what());
+    return kExitUsage;
+  }
+  return run_gsm8k(c);
+}
+
+}  // namespace
+}  // namespace dsv4::eval
+
+DSV4_EVAL_COMMAND("gsm8k", "GSM8K accuracy and accept length of a live server, behind gates",
+                  dsv4::eval::gsm8k_main);

@@ -1,0 +1,255 @@
+// GSM8K records, metrics and report tables.
+#include "gsm8k/gsm8k_metrics.hpp"
+
+#include <cmath>
+
+#include "report/results_log.hpp"
+
+namespace dsv4::eval {
+
+using json = nlohmann::json;
+
+json make_gsm8k_record(size_t index, const std::string& prompt_hash, const std::string& label,
+                       const Completion& c, const std::vector<std::string>& stops, double latency_s,
+                       int attempts) {
+  const auto pred = gsm8k::extract_answer(c.text, stops);
+  json r = {{"index", index},
+            {"prompt_sha256", prompt_hash},
+            {"label", label},
+            {"pred", pred ? json(*pred) : json(nullptr)},
+            {"correct", pred && *pred == label},
+            {"invalid", !pred},
+            {"output", c.text},
+            {"completion_tokens", c.completion_tokens ? json(*c.completion_tokens) : json(nullptr)},
+            {"prompt_tokens", c.prompt_tokens ? json(*c.prompt_tokens) : json(nullptr)},
+            {"spec_verify_ct", c.spec_verify_ct ? json(*c.spec_verify_ct) : json(nullptr)},
+            {"latency_s", latency_s},
+            {"attempts", attempts},
+            {"finish_reason", c.finish_reason}};
+  if (c.completion_tokens && c.spec_verify_ct && *c.spec_verify_ct > 0)
+    r["accept_length"] = double(*c.completion_tokens) / double(*c.spec_verify_ct);
+  else
+    r["accept_length"] = nullptr;
+  return r;
+}
+
+namespace {
+std::optional<double> num(const json& r, const char* key) {
+  if (!r.contains(key) || !r[key].is_number()) return std::nullopt;
+  return r[key].get<double>();
+}
+std::string f4(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4f", v);
+  return b;
+}
+}  // namespace
+
+Gsm8kSummary summarize_gsm8k(const std::vector<gsm8k::Record>& questions,
+                             const std::map<size_t, json>& answered, const InvocationStats& inv,
+                             const std::vector<json>& accept_rows) {
+  Gsm8kSummary s;
+  const size_t n = questions.size();
+  std::vector<double> latency, tokens, accept;
+  double verify_sum = 0, tokens_with_verify = 0;
+  for (const auto& [i, r] : answered) {
+    if (r.value("correct", false))
+      ++s.correct;
+    else if (r.value("invalid", false))
+      ++s.invalid;
+    else
+      ++s.wrong;
+    if (auto v = num(r, "latency_s")) latency.push_back(*v);
+    if (auto v = num(r, "completion_tokens")) tokens.push_back(*v);
+    if (auto v = num(r, "accept_length")) {
+      accept.push_back(*v);
+      tokens_with_verify += *num(r, "completion_tokens");
+      verify_sum += *num(r, "spec_verify_ct");
+    }
+  }
+  s.unanswered = n - answered.size();
+  Metrics& m = s.metrics;
+  auto& miss = s.missing;
+  auto put = [&](const std::string& name, double v) { m[name] = v; };
+  put("questions", double(n));
+  put("accuracy", n ? double(s.correct) / double(n) : 0);
+  put("invalid", n ? double(s.invalid) / double(n) : 0);
+  put("failed", double(s.unanswered));
+  put("resumed", double(inv.resumed));
+  put("requests_sent", double(inv.requests));
+  put("retries", double(inv.retries));
+  if (inv.requests > 0 && inv.wall_s > 0) {
+    put("latency", inv.wall_s);
+    put("output_throughput", double(inv.completion_tokens) / inv.wall_s);
+    put("client_cpu_s", inv.cpu_s);
+    put("client_cpu_ms_per_request", 1e3 * inv.cpu_s / double(inv.requests));
+    put("client_cpu_fraction", inv.cpu_s / inv.wall_s);
+  } else {
+    for (const char* k : {"latency", "output_throughput", "client_cpu_s",
+                          "client_cpu_ms_per_request", "client_cpu_fraction"})
+      miss[k] = "no request was sent by this invocation (every answer was resumed)";
+  }
+  if (!latency.empty()) {
+    put("latency_p50", percentile(latency, 50));
+    put("latency_p90", percentile(latency, 90));
+    put("latency_p99", percentile(latency, 99));
+    put("latency_max", percentile(latency, 100));
+  }
+  if (!tokens.empty()) {
+    double sum = 0;
+    for (double t : tokens) sum += t;
+    put("completion_tokens_total", sum);
+    put("completion_tokens_mean", sum / double(tokens.size()));
+  }
+  if (!accept.empty()) {
+    put("request_accept_length_mean", mean(accept));
+    put("request_accept_length_p10", percentile(accept, 10));
+    put("request_accept_length_p50", percentile(accept, 50));
+    put("request_accept_length_p90", percentile(accept, 90));
+    put("request_accept_length_total", tokens_with_verify / verify_sum);
+  } else {
+    for (const char* k :
+         {"request_accept_length_mean", "request_accept_length_p10", "request_accept_length_p50",
+          "request_accept_length_p90", "request_accept_length_total"})
+      miss[k] =
+          "no response carried spec_verify_ct (speculative decoding off, or an API "
+          "without it)";
+  }
+  // Server-side accept length per DP rank, combined over invocations weighted by tokens.
+  size_t ranks = 0;
+  for (const auto& row : accept_rows)
+    if (row.contains("per_rank") && row["per_rank"].is_array())
+      ranks = std::max(ranks, row["per_rank"].size());
+  std::vector<std::optional<double>> per_rank(ranks);
+  for (size_t r = 0; r < ranks; ++r) {
+    double t_sum = 0, v_sum = 0, only = 0;
+    int contributing = 0;
+    for (const auto& row : accept_rows) {
+      if (!row.contains("per_rank") || !row["per_rank"].is_array() || r >= row["per_rank"].size())
+        continue;
+      const json& a = row["per_rank"][r];
+      const double t = row.value("completion_tokens", 0.0);
+      if (!a.is_number() || a.get<double>() <= 0 || t <= 0) continue;
+      t_sum += t;
+      v_sum += t / a.get<double>();
+      only = a.get<double>();
+      ++contributing;
+    }
+    if (contributing == 1)
+      per_rank[r] = only;  // the server's own number, bit for bit
+    else if (v_sum > 0)
+      per_rank[r] = t_sum / v_sum;
+  }
+  double acc_sum = 0, acc_min = INFINITY;
+  size_t acc_n = 0;
+  for (size_t r = 0; r < ranks; ++r)
+    if (per_rank[r]) {
+      put("accept_length_rank" + std::to_string(r), *per_rank[r]);
+      acc_sum += *per_rank[r];
+      acc_min = std::min(acc_min, *per_rank[r]);
+      ++acc_n;
+    }
+  if (acc_n) {
+    put("accept_length", acc_sum / double(acc_n));
+    put("accept_length_min", acc_min);
+  } else {
+    const std::string why =
+        accept_rows.empty() ? "no /server_info was read after a run"
+                            : "speculative decoding off (no avg_spec_accept_length in /server_info "
+                              "internal_states)";
+    miss["accept_length"] = why;
+    miss["accept_length_min"] = why;
+  }
+
+  ReportTable outcomes{"Outcomes", {"correct", "wrong", "invalid", "unanswered", "questions"}, {}};
+  outcomes.rows.push_back({std::to_string(s.correct), std::to_string(s.wrong),
+                           std::to_string(s.invalid), std::to_string(s.unanswered),
+                           std::to_string(n)});
+  s.tables.push_back(outcomes);
+  if (ranks > 0) {
+    ReportTable t{"Server accept length per DP rank (/server_info after /flush_cache)",
+                  {"rank", "avg_spec_accept_length"},
+                  {}};
+    for (size_t r = 0; r < ranks; ++r)
+      t.rows.push_back({std::to_string(r), per_rank[r] ? f4(*per_rank[r]) : "n/a (key missing)"});
+    s.tables.push_back(t);
+  }
+  if (!accept.empty()) {
+    ReportTable t{"Per-request accept length (completion_tokens / spec_verify_ct)",
+                  {"min", "p10", "p25", "p50", "p75", "p90", "max", "mean", "requests"},
+                  {}};
+    t.rows.push_back(
+        {f4(percentile(accept, 0)), f4(percentile(accept, 10)), f4(percentile(accept, 25)),
+         f4(percentile(accept, 50)), f4(percentile(accept, 75)), f4(percentile(accept, 90)),
+         f4(percentile(accept, 100)), f4(mean(accept)), std::to_string(accept.size())});
+    s.tables.push_back(t);
+  }
+  if (!inv.errors.empty()) {
+    ReportTable t{"Requests that failed after retries (this invocation)", {"kind", "count"}, {}};
+    for (const auto& [k, v] : inv.errors) t.rows.push_back({k, std::to_string(v)});
+    s.tables.push_back(t);
+  }
+  return s;
+}
+
+void fill_gsm8k_report(RunReport& report, const Gsm8kSummary& s, const InvocationStats& inv,
+                       const std::string& accept_note) {
+  struct Def {
+    const char* name;
+    const char* unit;
+    const char* what;
+  };
+  static const Def defs[] = {
+      {"accuracy", "", "correct answers / questions"},
+      {"invalid", "", "answers without a number / questions"},
+      {"failed", "", "questions without an answer (requests failed after retries)"},
+      {"questions", "", "questions asked"},
+      {"latency", "s", "wall time of this invocation's requests"},
+      {"output_throughput", "tok/s", "completion tokens of this invocation / latency"},
+      {"latency_p50", "s", "per-request latency, median"},
+      {"latency_p90", "s", "per-request latency, p90"},
+      {"latency_p99", "s", "per-request latency, p99"},
+      {"latency_max", "s", "per-request latency, max"},
+      {"completion_tokens_total", "tok", "sum of completion_tokens"},
+      {"completion_tokens_mean", "tok", "mean completion_tokens"},
+      {"accept_length", "", "server avg_spec_accept_length, mean over DP ranks"},
+      {"accept_length_min", "", "server avg_spec_accept_length, lowest DP rank"},
+      {"request_accept_length_mean", "", "mean of completion_tokens / spec_verify_ct"},
+      {"request_accept_length_p10", "", "per-request accept length, p10"},
+      {"request_accept_length_p50", "", "per-request accept length, median"},
+      {"request_accept_length_p90", "", "per-request accept length, p90"},
+      {"request_accept_length_total", "", "sum completion_tokens / sum spec_verify_ct"},
+      {"requests_sent", "", "requests finished by this invocation"},
+      {"retries", "", "retried attempts in this invocation"},
+      {"resumed", "", "answers read back from results.jsonl"},
+      {"client_cpu_s", "s", "CPU time of the client thread"},
+      {"client_cpu_ms_per_request", "ms", "client CPU time per request"},
+      {"client_cpu_fraction", "", "client CPU time / latency"},
+  };
+  report.metrics.clear();
+  for (const Def& d : defs) {
+    ReportMetric m{d.name, std::nullopt, d.unit, d.what, ""};
+    if (auto it = s.metrics.find(d.name); it != s.metrics.end()) m.value = it->second;
+    if (auto it = s.missing.find(d.name); it != s.missing.end()) {
+      m.note = it->second;
+      if ((m.name == "accept_length" || m.name == "accept_length_min") && !accept_note.empty())
+        m.note = accept_note;
+    }
+    report.metrics.push_back(m);
+  }
+  for (const auto& [k, v] : s.metrics)
+    if (k.rfind("accept_length_rank", 0) == 0)
+      report.metrics.push_back(
+          {k, v, "", "server avg_spec_accept_length of DP rank " + k.substr(18), ""});
+  report.tables = s.tables;
+  nlohmann::json per_rank = nlohmann::json::object();
+  for (const auto& [k, v] : s.metrics)
+    if (k.rfind("accept_length_rank", 0) == 0) per_rank[k] = v;
+  report.extra["accept_length_per_rank"] = per_rank;
+  report.extra["client"] = {{"requests", inv.requests},
+                            {"retries", inv.retries},
+                            {"cpu_s", inv.cpu_s},
+                            {"wall_s", inv.wall_s}};
+}
+
+}  // namespace dsv4::eval

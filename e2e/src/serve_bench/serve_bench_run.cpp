@@ -1,0 +1,325 @@
+// serve-bench's run against a live SGLang server: vocabulary size, warmup, flush, timed loop.
+#include "serve_bench/serve_bench_run.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "commands/command.hpp"
+#include "http/http_client.hpp"
+#include "http/server_api.hpp"
+
+namespace dsv4::eval::serve {
+using nlohmann::json;
+
+std::optional<int64_t> vocab_from_model_info(const std::string& body) {
+  json j;
+  try {
+    j = json::parse(body);
+  } catch (const json::parse_error&) {
+    return std::nullopt;
+  }
+  if (!j.is_object()) return std::nullopt;
+  for (const json* o : {&j, j.contains("hf_config") ? &j["hf_config"] : nullptr}) {
+    if (!o || !o->is_object() || !o->contains("vocab_size")) continue;
+    const json& v = (*o)["vocab_size"];
+    if (v.is_number_integer() && v.get<int64_t>() > 0) return v.get<int64_t>();
+  }
+  return std::nullopt;
+}
+
+std::string generate_body(const std::vector<int32_t>& ids, int64_t max_new_tokens) {
+  std::string s;
+  s.reserve(ids.size() * 7 + 128);
+  s += "{\"input_ids\":[";
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
+  s += "],\"sampling_params\":{\"temperature\":0.0,\"max_new_tokens\":" +
+       std::to_string(max_new_tokens) + ",\"ignore_eos\":true},\"stream\":true}";
+  return s;
+}
+
+namespace {
+
+// The integer after the last `"key":` in `s` (outside strings by construction: a quote inside a
+// JSON string is escaped, so `"key":` cannot occur there).
+std::optional<int64_t> last_int_field(const std::string& s, const char* key) {
+  const std::string k = std::string("\"") + key + "\":";
+  const size_t p = s.rfind(k);
+  if (p == std::string::npos) return std::nullopt;
+  size_t i = p + k.size();
+  while (i < s.size() && s[i] == ' ') ++i;
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str() + i, &end, 10);
+  if (end == s.c_str() + i) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::string read_chunk(const std::string& payload, double t, StreamTimer& timer,
+                       int64_t* prompt_tokens) {
+  if (payload == "[DONE]") {
+    timer.on_line(t);
+    return "";
+  }
+  if (auto ct = last_int_field(payload, "completion_tokens")) {
+    timer.on_tokens(t, *ct);
+    if (prompt_tokens)
+      if (auto pt = last_int_field(payload, "prompt_tokens")) *prompt_tokens = *pt;
+    return "";
+  }
+  json j;
+  try {
+    j = json::parse(payload);
+  } catch (const json::parse_error&) {
+    return "stream chunk is not JSON: " + payload.substr(0, 120);
+  }
+  if (j.is_object() && j.contains("error")) {
+    const json& e = j["error"];
+    std::string msg = e.is_object() ? e.value("message", e.dump()) : e.dump();
+    return "error chunk: " + msg;
+  }
+  return "stream chunk without meta_info.completion_tokens: " + payload.substr(0, 120);
+}
+
+namespace {
+
+struct Job {
+  const std::vector<int32_t>* ids;
+  int64_t output_len;
+  double send_at_s;
+};
+
+struct DriveResult {
+  std::vector<RequestTiming> timings;
+  std::vector<int64_t> prompt_tokens;  // as the server reported, -1 when absent
+  double duration_s = 0;
+};
+
+class ProgressLine {
+ public:
+  ProgressLine(bool on, size_t total, const char* what)
+      : on_(on), tty_(::isatty(2) == 1), total_(total), what_(what) {}
+  void update(size_t done, size_t failed, double elapsed, bool last = false) {
+    if (!on_) return;
+    const double every = tty_ ? 0.5 : 10.0;
+    if (!last && elapsed - last_ < every) return;
+    last_ = elapsed;
+    std::fprintf(stderr, "%sserve-bench %s: %zu/%zu done, %zu failed, %.1f s%s", tty_ ? "\r" : "",
+                 what_, done, total_, failed, elapsed, tty_ && !last ? "" : "\n");
+    std::fflush(stderr);
+  }
+
+ private:
+  bool on_, tty_;
+  size_t total_;
+  const char* what_;
+  double last_ = 0;
+};
+
+DriveResult drive(const std::string& gen_url, const std::vector<Job>& jobs,
+                  std::optional<int64_t> concurrency, double timeout_s, bool paced,
+                  ProgressLine& progress) {
+  DriveResult out;
+  out.timings.resize(jobs.size());
+  out.prompt_tokens.assign(jobs.size(), -1);
+  const size_t cap = concurrency ? size_t(*concurrency) : jobs.size();
+  HttpClient client(HttpClientOptions{.max_in_flight = int(std::clamp<size_t>(cap, 1, 1 << 20))});
+  size_t next = 0, running = 0, done = 0, failed = 0;
+  const double t0 = monotonic_seconds();
+  std::function<void()> submit_due = [&] {
+    const double now = monotonic_seconds() - t0;
+    while (next < jobs.size() && running < cap && jobs[next].send_at_s <= now) {
+      const size_t i = next++;
+      ++running;
+      auto timer = std::make_shared<StreamTimer>(int64_t(jobs[i].ids->size()));
+      HttpRequest r;
+      r.url = gen_url;
+      r.body = generate_body(*jobs[i].ids, jobs[i].output_len);
+      r.sse = true;
+      r.max_attempts = 1;
+      r.timeout_s = timeout_s;
+      int64_t* pt = &out.prompt_tokens[i];
+      r.on_event = [timer, pt](const SseEvent& ev) {
+        return read_chunk(ev.data, ev.t, *timer, pt);
+      };
+      r.on_done = [&, i, timer](HttpResult& res) {
+        --running;
+        ++done;
+        const double start = res.attempt_start_s > 0 ? res.attempt_start_s : res.submit_s;
+        out.timings[i] = timer->finish(start, res.ok() ? "" : res.error_message);
+        if (!out.timings[i].success) ++failed;
+        submit_due();
+      };
+      client.submit(std::move(r));
+    }
+  };
+  submit_due();
+  const double tick = paced ? 0.002 : 0.25;
+  while (next < jobs.size() || !client.idle()) {
+    client.run(
+        [&] {
+          submit_due();
+          progress.update(done, failed, monotonic_seconds() - t0);
+        },
+        tick);
+    if (next < jobs.size() && client.idle()) {
+      const double wait = jobs[next].send_at_s - (monotonic_seconds() - t0);
+      if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+      submit_due();
+    }
+  }
+  out.duration_s = monotonic_seconds() - t0;
+  progress.update(done, failed, out.duration_s, true);
+  return out;
+}
+
+HttpResult get(const std::string& url, const char* method = "GET") {
+  HttpRequest r;
+  r.method = method;
+  r.url = url;
+  r.timeout_s = 60;
+  r.max_attempts = 3;
+  r.backoff_s = 0.25;
+  return http_fetch(std::move(r));
+}
+
+bool unreachable(const HttpResult& r) {
+  return r.error == HttpErrorKind::kConnect || r.error == HttpErrorKind::kTimeout ||
+         r.error == HttpErrorKind::kTransport || r.error == HttpErrorKind::kRequest;
+}
+
+void find_vocab(const std::string& base, BenchOutcome& out) {
+  std::string tried;
+  for (const char* path : {"/get_model_info", "/model_info"}) {
+    const HttpResult r = get(base + path);
+    if (unreachable(r)) throw BenchError(kExitCouldNotRun, r.error_message);
+    if (r.ok()) {
+      if (auto v = vocab_from_model_info(r.body)) {
+        out.vocab_size = *v;
+        out.vocab_source = path;
+        return;
+      }
+      tried += std::string(tried.empty() ? "" : ", ") + path + " has no vocab_size";
+    } else {
+      tried += std::string(tried.empty() ? "" : ", ") + path + " answered HTTP " +
+               std::to_string(r.status);
+    }
+  }
+  throw BenchError(
+      kExitUsage, "random input_ids need the vocabulary size, and the server does not report it (" +
+                      tried + "): pass --vocab-size");
+}
+
+void flush(const std::string& base, BenchOutcome& out) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const HttpResult r = get(base + "/flush_cache", "POST");
+    if (r.ok()) {
+      out.flushed = true;
+      return;
+    }
+    out.flush_note = "/flush_cache: " + r.error_message;
+    if (r.status != 400) return;  // 400: requests still running; wait for them to drain
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+}
+
+void read_accept_length(const std::string& base, BenchOutcome& out) {
+  HttpResult r = get(base + "/server_info");
+  if (r.status == 404) r = get(base + "/get_server_info");
+  if (!r.ok()) {
+    out.accept_note = "/server_info: " + r.error_message;
+    return;
+  }
+  AcceptInfo info;
+  if (auto e = parse_server_info(r.body, info); !e.empty()) {
+    out.accept_note = "/server_info: " + e;
+    return;
+  }
+  out.accept_per_rank = info.per_rank;
+  if (!info.any()) {
+    out.accept_note = "speculative decoding off (no avg_spec_accept_length in /server_info)";
+    return;
+  }
+  out.context.accept_length = info.mean();
+}
+
+}  // namespace
+
+BenchOutcome run_serve_bench(const BenchOptions& o) {
+  BenchOutcome out;
+  std::string base;
+  try {
+    base = normalize_base_url(o.url);
+  } catch (const std::invalid_argument& e) {
+    throw BenchError(kExitUsage, std::string("--url: ") + e.what());
+  }
+  if (o.max_concurrency && *o.max_concurrency < 1)
+    throw BenchError(kExitUsage, "--max-concurrency=" + std::to_string(*o.max_concurrency) +
+                                     ": must be at least 1");
+  if (o.warmup_requests < 0)
+    throw BenchError(kExitUsage,
+                     "--warmup-requests=" + std::to_string(o.warmup_requests) + ": must be >= 0");
+  WorkloadSpec w = o.workload;
+  if (w.vocab_size == 0) {
+    find_vocab(base, out);
+    w.vocab_size = out.vocab_size;
+  } else {
+    out.vocab_size = w.vocab_size;
+    out.vocab_source = "--vocab-size";
+  }
+  std::vector<BenchRequest> reqs;
+  try {
+    reqs = make_workload(w);
+  } catch (const std::invalid_argument& e) {
+    throw BenchError(kExitUsage, std::string("--") + e.what());
+  }
+  out.context.request_rate = w.request_rate;
+  out.context.max_concurrency = o.max_concurrency;
+  const std::string gen_url = base + "/generate";
+
+  if (o.warmup_requests > 0) {
+    std::vector<Job> warm(size_t(o.warmup_requests),
+                          Job{&reqs[0].input_ids, std::min<int64_t>(reqs[0].output_len, 32), 0.0});
+    ProgressLine p(o.progress, warm.size(), "warmup");
+    const DriveResult d = drive(gen_url, warm, std::nullopt, o.request_timeout_s, false, p);
+    for (const auto& t : d.timings) (t.success ? out.warmup_ok : out.warmup_failed) += 1;
+    if (out.warmup_ok == 0)
+      throw BenchError(kExitCouldNotRun,
+                       "every warmup request failed; the first: " + d.timings[0].error);
+  }
+  if (o.flush_cache) flush(base, out);
+
+  std::vector<Job> jobs;
+  for (const auto& r : reqs) jobs.push_back({&r.input_ids, r.output_len, r.send_at_s});
+  ProgressLine p(o.progress, jobs.size(), "run");
+  DriveResult d =
+      drive(gen_url, jobs, o.max_concurrency, o.request_timeout_s, w.request_rate.has_value(), p);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const RequestTiming& t = d.timings[i];
+    out.requested_output.push_back(reqs[i].output_len);
+    if (!t.success) {
+      if (out.errors.size() < 5 &&
+          std::find(out.errors.begin(), out.errors.end(), t.error) == out.errors.end())
+        out.errors.push_back(t.error);
+      continue;
+    }
+    if (t.output_len < reqs[i].output_len) ++out.short_outputs;
+    if (d.prompt_tokens[i] >= 0 && d.prompt_tokens[i] != t.prompt_len) ++out.prompt_len_mismatches;
+  }
+  out.metrics = compute_metrics(d.timings, d.duration_s);
+  out.timings = std::move(d.timings);
+  read_accept_length(base, out);
+  return out;
+}
+
+}  // namespace dsv4::eval::serve

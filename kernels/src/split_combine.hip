@@ -1,0 +1,161 @@
+// split_combine kernel: one block per (batch row, head); every lane computes the row's weights in
+// the reference's fp32 order (the lse values are the same for the whole block), then merges four
+// consecutive values of o per chunk, splits in ascending order.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "dsv4/gpu/gpu.hpp"
+#include "dsv4/kernels/split_combine.hpp"
+#include "dsv4/ref/fp32_math.hpp"
+
+#if DSV4_GPU_HIP
+#pragma clang fp contract(off)
+#endif
+
+namespace dsv4::kernels::split_combine {
+namespace {
+
+constexpr int kThreads = 128;
+
+#if DSV4_GPU_NONE
+struct alignas(16) F4 {
+  float x, y, z, w;
+};
+struct alignas(8) U2 {
+  uint32_t x, y;
+};
+#else
+using F4 = float4;
+using U2 = uint2;
+#endif
+
+__device__ __forceinline__ uint32_t pack(bf16 lo, bf16 hi) {
+  return uint32_t(lo.bits) | (uint32_t(hi.bits) << 16);
+}
+
+__global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
+  const int64_t row = blockIdx.x;  // b * H + h
+  const int64_t b = row / a.H, h = row - b * a.H;
+  const int64_t S = a.S;
+  int64_t n = a.n_splits ? a.n_splits[b] : S;
+  n = n < 0 ? 0 : (n > S ? S : n);
+  const float* lse = a.lse + b * S * a.H + h;  // split s at lse[s * H]
+  const int64_t d4 = a.D / 4;
+  U2* out = reinterpret_cast<U2*>(a.out + row * a.D);
+
+  float m = -f32m::inf();
+  for (int64_t s = 0; s < n; ++s) m = fmaxf(m, lse[s * a.H]);
+  bool rope = a.rope.cos_sin != nullptr;
+  int64_t pos = 0;
+  if (rope) {
+    pos = a.rope.positions[b];
+    if (pos < 0 || pos >= a.rope.n_pos) {
+      rope = false;
+      if (h == 0 && threadIdx.x == 0)
+        atomicAdd(reinterpret_cast<unsigned long long*>(a.errors), 1ull);
+    }
+  }
+  if (m == -f32m::inf()) {
+    if (threadIdx.x == 0) a.out_lse[row] = f32m::inf();
+    for (int64_t c = threadIdx.x; c < d4; c += kThreads) out[c] = U2{0u, 0u};
+    return;
+  }
+  float sum = 0.0f;
+  for (int64_t s = 0; s < n; ++s) sum = sum + f32m::exp2(lse[s * a.H] - m);
+  if (threadIdx.x == 0) a.out_lse[row] = (f32m::log2(sum) + m) / f32m::kLog2e;
+  const float sink = a.sink ? a.sink[h] : -f32m::inf();
+  if (sink == f32m::inf()) {
+    for (int64_t c = threadIdx.x; c < d4; c += kThreads) out[c] = U2{0u, 0u};
+    return;
+  }
+  const float sk = sink * f32m::kLog2e;
+  const float ms = fmaxf(m, sk);
+  float den = 0.0f;
+  for (int64_t s = 0; s < n; ++s) den = den + f32m::exp2(lse[s * a.H] - ms);
+  den = den + f32m::exp2(sk - ms);
+
+  const F4* o = reinterpret_cast<const F4*>(a.o + (b * S * a.H + h) * a.D);
+  const int64_t split_stride = a.H * d4;  // in F4
+  const int64_t tail = a.D - a.rope.rope_dim;
+  const float* cs = rope ? a.rope.cos_sin + pos * a.rope.rope_dim : nullptr;
+  for (int64_t c = threadIdx.x; c < d4; c += kThreads) {
+    float x = 0.0f, y = 0.0f, z = 0.0f, w = 0.0f;
+    int64_t s = 0;
+    // Four splits' loads in flight before their sums (the order of the sums is unchanged).
+    for (; s + 4 <= n; s += 4) {
+      F4 v[4];
+      float al[4];
+      DSV4_UNROLL
+      for (int k = 0; k < 4; ++k) v[k] = o[(s + k) * split_stride + c];
+      DSV4_UNROLL
+      for (int k = 0; k < 4; ++k) al[k] = f32m::exp2(lse[(s + k) * a.H] - ms);
+      DSV4_UNROLL
+      for (int k = 0; k < 4; ++k) {
+        if (al[k] == 0.0f) continue;  // an empty split: its o is not used
+        x = x + al[k] * v[k].x;
+        y = y + al[k] * v[k].y;
+        z = z + al[k] * v[k].z;
+        w = w + al[k] * v[k].w;
+      }
+    }
+    for (; s < n; ++s) {
+      const F4 v = o[s * split_stride + c];
+      const float al = f32m::exp2(lse[s * a.H] - ms);
+      if (al == 0.0f) continue;
+      x = x + al * v.x;
+      y = y + al * v.y;
+      z = z + al * v.z;
+      w = w + al * v.w;
+    }
+    bf16 r[4] = {f32m::to_bf16_canonical(x / den), f32m::to_bf16_canonical(y / den),
+                 f32m::to_bf16_canonical(z / den), f32m::to_bf16_canonical(w / den)};
+    const int64_t d = c * 4;
+    if (rope && d + 4 > tail) {
+      DSV4_UNROLL
+      for (int k = 0; k < 4; k += 2) {
+        if (d + k < tail) continue;  // tail is even: a pair is wholly in or out
+        const float x0 = bf16_to_f32(r[k]), x1 = bf16_to_f32(r[k + 1]);
+        const float cc = cs[d - tail + k], sn = cs[d - tail + k + 1];
+        r[k] = f32m::to_bf16_canonical(fmaf(x0, cc, x1 * sn));
+        r[k + 1] = f32m::to_bf16_canonical(fmaf(x1, cc, -(x0 * sn)));
+      }
+    }
+    out[c] = U2{pack(r[0], r[1]), pack(r[2], r[3])};
+  }
+}
+
+[[noreturn]] void bad(const std::string& what) {
+  throw std::invalid_argument("split_combine::combine: " + what);
+}
+
+bool aligned(const void* p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) % n) == 0; }
+
+}  // namespace
+
+void combine(const Args& a, gpu::Stream s) {
+  if (a.B < 0 || a.H < 0 || a.S < 0)
+    bad("B=" + std::to_string(a.B) + " S=" + std::to_string(a.S) + " H=" + std::to_string(a.H) +
+        " must be >= 0");
+  if (a.D <= 0 || a.D % 4 != 0)
+    bad("D=" + std::to_string(a.D) + " must be a positive multiple of 4");
+  if (a.B * a.H > INT32_MAX) bad("B*H=" + std::to_string(a.B * a.H) + " must be < 2^31");
+  if (a.B * a.H == 0) return;
+  if (a.S == 0) bad("S=0: no partials to read (pass S >= 1 and n_splits = 0 for empty rows)");
+  if (!a.o || !a.lse || !a.out || !a.out_lse)
+    bad(std::string(!a.o ? "o" : !a.lse ? "lse" : !a.out ? "out" : "out_lse") + " is null");
+  if (!aligned(a.o, 16)) bad("o is not 16-byte aligned");
+  if (!aligned(a.out, 8)) bad("out is not 8-byte aligned");
+  if (a.rope.cos_sin) {
+    if (a.rope.rope_dim <= 0 || a.rope.rope_dim % 2 != 0 || a.rope.rope_dim > a.D)
+      bad("rope.rope_dim=" + std::to_string(a.rope.rope_dim) +
+          " must be even, > 0 and <= D=" + std::to_string(a.D));
+    if (a.rope.n_pos < 0) bad("rope.n_pos=" + std::to_string(a.rope.n_pos) + " must be >= 0");
+    if (!a.rope.positions) bad("rope.positions is null");
+    if (!a.errors) bad("errors is null (needed with rope)");
+  }
+  gpu::launch(combine_kernel, dim3(unsigned(a.B * a.H)), dim3(kThreads), 0,
+              static_cast<hipStream_t>(s), a);
+}
+
+}  // namespace dsv4::kernels::split_combine

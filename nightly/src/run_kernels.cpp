@@ -1,0 +1,119 @@
+// run-suite for kernels suites: the CTest resource spec of the node's GPUs, ctest with the suite's
+// label spread over them, JUnit, and the families x checks table; failing tests write their case
+// files to $DSV4_CASE_DIR (default <artifacts>/cases).
+#include <filesystem>
+#include <iostream>
+
+#include "junit.hpp"
+#include "suite_run.hpp"
+
+namespace fs = std::filesystem;
+
+namespace dsv4::nightly {
+
+namespace {
+
+class KernelsRun : public SuiteRun {
+ public:
+  using SuiteRun::SuiteRun;
+
+ protected:
+  int body(std::string& why) override {
+    if (!env_.count("DSV4_CASE_DIR")) {
+      const char* set = std::getenv("DSV4_CASE_DIR");
+      env_["DSV4_CASE_DIR"] = set && *set ? set : out_ + "/cases";
+    }
+    fs::create_directories(env_["DSV4_CASE_DIR"]);
+    manifest_["case_dir"] = env_["DSV4_CASE_DIR"];
+    return kernels(why);
+  }
+
+  std::string summary_extra(int) override { return table_.empty() ? "" : "\n" + table_; }
+
+ private:
+  int kernels(std::string& why) {
+    const Ctest& ct = suite_.ctest;
+    const std::string spec = out_ + "/resource-spec.json";
+    std::vector<std::string> spec_argv = {
+        "bash",     (source_ / "nightly/gpu-resource-spec.sh").string(),
+        "--slots",  std::to_string(ct.slots_per_gpu),
+        "--output", spec};
+    const size_t g_step = step("resource-spec", spec_argv, out_ + "/resource-spec.log");
+    double t0 = now_s();
+    {
+      Process p = Process::start({spec_argv, env_, out_ + "/resource-spec.log", true, ""});
+      auto rc = supervise(p, 120, why);
+      if (!rc || *rc != 0) {
+        if (!rc) p.stop(5);
+        close_step(g_step, "failed", now_s() - t0);
+        why = "no CTest resource spec: nightly/gpu-resource-spec.sh " +
+              (rc ? "exited with " + std::to_string(*rc) : why) + " (see resource-spec.log)";
+        return kCouldNotRun;
+      }
+      close_step(g_step, "written", now_s() - t0);
+    }
+
+    const std::string junit = out_ + "/junit.xml";
+    fs::remove(junit);
+    std::vector<std::string> argv = {"ctest"};
+    if (!ct.test_preset.empty()) {
+      argv.insert(argv.end(), {"--preset", ct.test_preset});
+    } else {
+      argv.insert(argv.end(), {"--test-dir", (source_ / ct.test_dir).lexically_normal().string()});
+    }
+    argv.insert(argv.end(),
+                {"-L", ct.label, "--resource-spec-file", spec, "-j", std::to_string(ct.parallel),
+                 "--output-junit", junit, "--output-on-failure", "--no-tests=error"});
+    const size_t c_step = step("ctest", argv, out_ + "/ctest.log");
+    t0 = now_s();
+    Process p = Process::start({argv, env_, out_ + "/ctest.log", true, source_.string()});
+    auto rc = supervise(p, ct.timeout_s, why);
+    if (!rc) {
+      p.stop(30);
+      close_step(c_step, "stopped: " + why, now_s() - t0);
+      why = "ctest " + why;
+    } else {
+      st(c_step)["exit"] = *rc;
+      close_step(c_step, *rc == 0 ? "passed" : "exit " + std::to_string(*rc), now_s() - t0);
+    }
+    if (!fs::exists(junit)) {
+      if (rc) why = "ctest exited with " + std::to_string(*rc) + " and wrote no JUnit file";
+      return kCouldNotRun;
+    }
+    const auto results = read_junit(junit);
+    table_ = summary_table(suite_.name, results, ct);
+    std::cout << table_ << std::flush;
+    int failed = 0;
+    for (const auto& r : results) {
+      if (r.outcome != Outcome::kFail) continue;
+      ++failed;
+      add_failure("test", r.name, r.message);
+    }
+    manifest_["tests"] = results.size();
+    manifest_["tests_failed"] = failed;
+    if (failed > 0) {
+      why = std::to_string(failed) + " of " + std::to_string(results.size()) + " tests failed";
+      return kGateFailed;
+    }
+    if (!rc) return kCouldNotRun;
+    if (*rc != 0) {
+      why = "ctest exited with " + std::to_string(*rc) +
+            " though no test failed (tests not run: see ctest.log)";
+      return kCouldNotRun;
+    }
+    if (results.empty()) return why = "no test ran", kCouldNotRun;
+    why = std::to_string(results.size()) + " tests, none failed";
+    return kPass;
+  }
+
+  std::string table_;
+};
+
+}  // namespace
+
+std::unique_ptr<SuiteRun> make_kernels_run(const Registry& reg, const Suite& s,
+                                           const RunOptions& o) {
+  return std::make_unique<KernelsRun>(reg, s, o);
+}
+
+}  // namespace dsv4::nightly

@@ -1,0 +1,56 @@
+// sampling_renorm reference: the specification of top-k and top-p renormalisation of fp32
+// probability rows (keep, then divide by the kept sum), in fp64 and with the kernel's exact
+// fixed-point top-p boundary.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace dsv4::ref::sampling_renorm {
+
+// Semantics. Row b of B rows holds V probabilities x. Each entry counts as w = x when 0 < x < inf,
+// else 0 (NaN, negatives, -0 and +inf count as 0, are never kept with a non-zero value, and add
+// nothing to a mass). A pivot is chosen per row; the kept entries are w >= pivot (ties kept), and
+//   out = w / S for kept entries, 0 for the others, S = the sum of the kept w; S = 0 gives zeros.
+// top-k (per-row k): pivot = the k-th largest w, counting repeats; k <= 0 or k >= V keeps all
+//   (pivot 0). Equal values at the pivot are all kept, so more than k entries may survive.
+// top-p (per-row p): pivot = the largest row value v whose mass M(v) = sum of w >= v reaches p
+//   (M(v) >= p): the largest values are kept, ties together, until the kept mass reaches p.
+//   p >= 1 keeps all, as does a row whose whole mass is below p; p <= 0 keeps the maximum (ties).
+// The top-p boundary in fp64 (top_p) compares exact masses. The kernel (top_p_pivot_fixed, bitwise
+// reproducible) decides it on fixed-point masses: with e the binary exponent of the row maximum,
+// each w counts as floor(w * 2^(43-e)) (an integer below 2^44, so V <= 2^18 of them sum exactly in
+// 64 bits) against ceil(p * 2^(43-e)); the truncation can only lower a mass, by less than
+// V * 2^(e-43) <= V * max * 2^-43, so the two kept sets differ only where an exact mass at the
+// boundary lies that close to p.
+// SGLang (layers/sampler.py) renormalises with FlashInfer's top_k_renorm_prob and
+// top_p_renorm_prob, which cut at a pivot value (ties kept together), as here; its torch fallback
+// (sort descending, zero where cumsum - p_i > p or position >= k) splits ties by sort position.
+
+constexpr size_t kMaxV = size_t(1) << 18;
+
+// The value an entry counts as.
+float weight(float x);
+
+// Pivots of one row.
+float top_k_pivot(std::span<const float> row, int32_t k);
+float top_p_pivot(std::span<const float> row, float p);        // fp64 masses
+float top_p_pivot_fixed(std::span<const float> row, float p);  // the kernel's boundary
+
+// How a batch function computes: kFp64 is the specification (exact fp64 masses and kept sum,
+// out = w / S rounded once to fp32). kKernel is the kernel's own arithmetic, bit for bit: the
+// fixed-point top-p boundary, and the kept sum in fp32 in the kernel's order: partial t (t < 512)
+// adds the kept w of entries i = t, t + 512, t + 1024, ... in that order starting from 0, then
+// for off = 256, 128, ..., 1 partial t += partial t + off; out = w / S in fp32.
+enum class Arith { kFp64, kKernel };
+constexpr size_t kKernelThreads = 512;
+
+// Whole batches: probs and out are [B, V]; k or p has B entries. Throws std::invalid_argument
+// naming the field on bad sizes.
+void top_k(std::span<const float> probs, size_t V, std::span<const int32_t> k, std::span<float> out,
+           Arith a = Arith::kFp64);
+void top_p(std::span<const float> probs, size_t V, std::span<const float> p, std::span<float> out,
+           Arith a = Arith::kFp64);
+
+}  // namespace dsv4::ref::sampling_renorm

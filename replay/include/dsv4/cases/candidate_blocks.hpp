@@ -1,0 +1,47 @@
+// The candidate_blocks kernel case: case layout, draw, reference and launch of the two-level
+// indexer, shared by the GPU test and dsv4-replay.
+#pragma once
+
+// Case layout: in.scores F32 [B, stride], in.lens I32 [B], in.bs I64, in.nb I64, in.K I64,
+// optional in.width I64 (default stride), optional in.wave I32 (the sorts' logical wave width).
+// Outputs: blocks I32 [B, nb] and keys I32 [B, K], both sorted ascending with -1 last, bit for bit.
+
+#include <cstdint>
+#include <string>
+
+#include "dsv4/fixtures/kernel_case.hpp"
+
+namespace dsv4::cases {
+
+namespace st = fx::st;
+
+struct CandidateBlocksShape {
+  int64_t B = 1;
+  int64_t width = 4096;
+  int64_t len = -1;  // every row's length; -1: ragged in [0, width]
+  int64_t bs = 64, nb = 16, K = 512;
+  int wave = 0;             // 0: the device's
+  bool ties = false;        // integer-valued scores (ties within and across blocks)
+  bool hostile = false;     // NaN, -inf and +inf sprinkled in
+  std::string str() const;  // "B=4 width=4096 ragged bs=64 nb=16 K=512 W=16 ties"
+};
+
+class CandidateBlocksCase : public fx::KernelCase {
+ public:
+  explicit CandidateBlocksCase(CandidateBlocksShape shape) : shape_(shape) {}
+  explicit CandidateBlocksCase(const fx::Tensors& in);
+  const CandidateBlocksShape& shape() const { return shape_; }
+
+  std::string family() const override { return "candidate_blocks"; }
+  std::string name() const override { return shape_.str(); }
+  fx::Tensors draw(fx::Rng& rng) const override;
+  std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
+  fx::Tensors reference(const fx::Tensors& in) const override;
+  void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
+  std::string cannot_run() const override;
+
+ private:
+  CandidateBlocksShape shape_;
+};
+
+}  // namespace dsv4::cases

@@ -1,0 +1,68 @@
+// The indexer_topk kernel case: case layout, draw, reference, launch and comparator of the per-row
+// top-K with page transform and sorted output, shared by the GPU test, dsv4-replay and the bench.
+#pragma once
+
+// Case layout: in.scores F32 [B, stride], in.lens I32 [B], in.K I64, in.sorted I32 (0 or 1),
+// optional in.width I64 (default stride), optional in.page_table I32 [B, pages] with
+// in.page_bits I32 (the page transform), optional in.wave I32 (the sort's logical wave width;
+// default the device's). Outputs: out I32 [B, K] (paged when a page table is given, else raw) and,
+// with a page table, raw I32 [B, K]. Sorted outputs compare bit for bit; unsorted outputs compare
+// as per-row sets with the -1s last (the kernel's order among selections is unspecified).
+
+#include <cstdint>
+#include <string>
+
+#include "dsv4/fixtures/kernel_case.hpp"
+
+namespace dsv4::cases {
+
+namespace st = fx::st;
+
+enum class ScoreKind { kNormal, kTies, kHostile };
+
+struct IndexerTopkShape {
+  int64_t B = 1;
+  int64_t width = 1024;
+  int64_t stride = 0;  // 0: width
+  int64_t K = 512;
+  int64_t len =
+      -1;  // every row's length; -1: ragged lengths in [0, width] (0, 1, K, K+1 among them)
+  bool sorted = false;
+  int wave = 0;           // 0: the device's
+  int page_bits = -1;     // -1: no page transform
+  bool permuted = false;  // a permuted page table, else the identity
+  ScoreKind scores = ScoreKind::kNormal;
+  std::string str() const;  // "B=31 len=8193 K=512 sorted W=16 pages=2^6 permuted ties"
+};
+
+class IndexerTopkCase : public fx::KernelCase {
+ public:
+  explicit IndexerTopkCase(IndexerTopkShape shape) : shape_(shape) {}
+  explicit IndexerTopkCase(const fx::Tensors& in);
+  const IndexerTopkShape& shape() const { return shape_; }
+
+  std::string family() const override { return "indexer_topk"; }
+  std::string name() const override { return shape_.str(); }
+  fx::Tensors draw(fx::Rng& rng) const override;
+  std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
+  fx::Tensors reference(const fx::Tensors& in) const override;
+  void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
+  std::string cannot_run() const override;
+  ::testing::AssertionResult compare(const fx::OutputSpec& spec, const st::Tensor& got,
+                                     const st::Tensor& want, const fx::Tensors& in) const override;
+
+ private:
+  IndexerTopkShape shape_;
+};
+
+// Why this device cannot run a sort of logical wave width W ("" when it can; W = 0 means the
+// device's own); `built`: whether the family's kernels exist for W in this build. Shared by the
+// top-k families (indexer_topk, candidate_blocks).
+std::string wave_cannot_run(int W, bool built);
+
+// Per-row set equality of [rows, K] index lists with every -1 after the selections, in `got`.
+::testing::AssertionResult same_rows_as_sets(const std::vector<int32_t>& got,
+                                             const std::vector<int32_t>& want, size_t rows,
+                                             size_t K, const std::string& name);
+
+}  // namespace dsv4::cases

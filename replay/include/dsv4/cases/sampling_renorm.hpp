@@ -1,0 +1,46 @@
+// The sampling_renorm kernel case: case layout, draw, reference, launch and comparator of the
+// top-k and top-p renormalisation, shared by the GPU test, dsv4-replay and the bench.
+#pragma once
+
+// Case layout: in.probs F32 [B, V] and either in.k I32 [B] (top-k) or in.p F32 [B] (top-p).
+// Output: out F32 [B, V], poisoned before each launch, compared bit for bit with the reference in
+// the kernel's arithmetic (ref::sampling_renorm::Arith::kKernel); the tests also hold it to the
+// fp64 specification within rtol 1e-5.
+
+#include <cstdint>
+#include <string>
+
+#include "dsv4/fixtures/kernel_case.hpp"
+
+namespace dsv4::cases {
+
+namespace st = fx::st;
+
+enum class RowKind { kSoftmax, kTies, kEqual, kOneHot, kHostile, kZero, kMixed };
+
+struct SamplingRenormShape {
+  int64_t B = 1;
+  int64_t V = 1000;
+  bool top_p = false;
+  RowKind rows = RowKind::kMixed;  // kMixed: each row a kind of its own
+  std::string str() const;         // "B=3 V=1025 top-p mixed"
+};
+
+class SamplingRenormCase : public fx::KernelCase {
+ public:
+  explicit SamplingRenormCase(SamplingRenormShape shape) : shape_(shape) {}
+  explicit SamplingRenormCase(const fx::Tensors& in);
+  const SamplingRenormShape& shape() const { return shape_; }
+
+  std::string family() const override { return "sampling_renorm"; }
+  std::string name() const override { return shape_.str(); }
+  fx::Tensors draw(fx::Rng& rng) const override;
+  std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
+  fx::Tensors reference(const fx::Tensors& in) const override;
+  void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
+
+ private:
+  SamplingRenormShape shape_;
+};
+
+}  // namespace dsv4::cases

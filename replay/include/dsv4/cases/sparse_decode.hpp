@@ -1,0 +1,55 @@
+// The sparse_decode kernel case: case layout, draw, reference, launch and comparators of the
+// sparse decode attention over SGLang's pages, unsplit or through split partials and
+// split_combine, shared by the GPU test and dsv4-replay.
+#pragma once
+
+// Case layout: in.q BF16 [B, H, 512]; the main cache in.pool U8 [num_pages, page_bytes],
+// in.layout I32 [] (KvLayout: 0 v41, 1 v41_fp4, 2 v4), in.page_size I64 [], in.indices I32 [B, K],
+// in.lengths I32 [B]; optionally the extra cache under the same names prefixed "extra_";
+// in.sm_scale F32 []; optional in.sink F32 [H]; optional in.splits I64 [] (S >= 1: the split-KV
+// path). Outputs: out BF16 [B, H, 512], out_lse F32 [B, H] (natural log, sink excluded), errors I64
+// [] (error columns); with splits also part_o F32 [B, S, H, 512] and part_lse F32 [B, S, H] (base
+// 2), the partials split_combine merged into out. out, out_lse and the partials within the
+// tolerance ref::sparse_decode::tolerance derives from the case's data; errors exact.
+
+#include <cstdint>
+#include <string>
+
+#include "dsv4/fixtures/attention_inputs.hpp"
+#include "dsv4/fixtures/kernel_case.hpp"
+
+namespace dsv4::cases {
+
+namespace st = fx::st;
+
+struct SparseDecodeShape {
+  fx::SparseShape s;
+  int64_t splits = 0;  // 0: the unsplit kernel
+  fx::CacheMix mix{};
+  std::string str() const;  // "B=4 H=16 K=576 v41 P=64 extra=v41_fp4 Ke=64 S=4"
+};
+
+class SparseDecodeCase : public fx::KernelCase {
+ public:
+  explicit SparseDecodeCase(SparseDecodeShape shape);
+  explicit SparseDecodeCase(const fx::Tensors& in);  // from a case file's inputs (checked)
+  const SparseDecodeShape& shape() const { return shape_; }
+
+  std::string family() const override { return "sparse_decode"; }
+  std::string name() const override { return shape_.str(); }
+  fx::Tensors draw(fx::Rng& rng) const override;
+  std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
+  fx::Tensors reference(const fx::Tensors& in) const override;
+  void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
+  ::testing::AssertionResult compare(const fx::OutputSpec& spec, const st::Tensor& got,
+                                     const st::Tensor& want, const fx::Tensors& in) const override;
+
+ private:
+  SparseDecodeShape shape_;
+};
+
+// The case's inputs as the reference's storage (SparseCase::inputs() views them), and back.
+fx::SparseCase sparse_case_of(const fx::Tensors& in);
+fx::Tensors tensors_of(const fx::SparseCase& c);
+
+}  // namespace dsv4::cases

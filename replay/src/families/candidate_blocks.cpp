@@ -1,0 +1,131 @@
+// candidate_blocks kernel case and replay adapter: top blocks by maximum score, then top keys.
+#include "dsv4/cases/candidate_blocks.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+
+#include "dsv4/cases/indexer_topk.hpp"
+#include "dsv4/fixtures/generators.hpp"
+#include "dsv4/kernels/candidate_blocks.hpp"
+#include "dsv4/ref/candidate_blocks.hpp"
+#include "dsv4/replay/replay.hpp"
+
+namespace dsv4::cases {
+namespace {
+
+namespace ref = ::dsv4::ref::candidate_blocks;
+namespace kern = ::dsv4::kernels::candidate_blocks;
+
+const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
+  return fx::input_of(in, name, "candidate_blocks");
+}
+
+int64_t width_of(const fx::Tensors& in) {
+  return in.count("width") ? input(in, "width").item<int64_t>("in.width")
+                           : int64_t(input(in, "scores").shape.at(1));
+}
+
+}  // namespace
+
+std::string CandidateBlocksShape::str() const {
+  std::ostringstream os;
+  os << "B=" << B << " width=" << width
+     << (len < 0 ? std::string(" ragged") : " len=" + std::to_string(len)) << " bs=" << bs
+     << " nb=" << nb << " K=" << K;
+  if (wave) os << " W=" << wave;
+  if (ties) os << " ties";
+  if (hostile) os << " hostile";
+  return os.str();
+}
+
+CandidateBlocksCase::CandidateBlocksCase(const fx::Tensors& in) {
+  const st::Tensor& scores = input(in, "scores");
+  if (scores.shape.size() != 2) scores.throw_shape("in.scores", "2-d [B, stride]");
+  shape_.B = int64_t(scores.shape[0]);
+  shape_.width = width_of(in);
+  shape_.bs = input(in, "bs").item<int64_t>("in.bs");
+  shape_.nb = input(in, "nb").item<int64_t>("in.nb");
+  shape_.K = input(in, "K").item<int64_t>("in.K");
+  if (in.count("wave")) shape_.wave = input(in, "wave").item<int32_t>("in.wave");
+  if (input(in, "lens").numel() != uint64_t(shape_.B))
+    input(in, "lens").throw_shape("in.lens", "[" + std::to_string(shape_.B) + "]");
+}
+
+fx::Tensors CandidateBlocksCase::draw(fx::Rng& rng) const {
+  const CandidateBlocksShape& s = shape_;
+  const size_t B = size_t(s.B), W = size_t(s.width);
+  std::vector<int32_t> lens = s.len >= 0 ? std::vector<int32_t>(B, int32_t(s.len))
+                                         : fx::ragged_lengths(rng, B, int32_t(s.bs), int32_t(W));
+  std::vector<float> scores =
+      s.ties ? fx::integer_valued_f32(rng, B * W, -4, 4) : fx::normal_f32(rng, B * W);
+  const float inf = std::numeric_limits<float>::infinity();
+  if (s.hostile)
+    for (auto& v : scores) {
+      const double u = rng.uniform();
+      if (u < 0.002)
+        v = std::numeric_limits<float>::quiet_NaN();
+      else if (u < 0.05)
+        v = -inf;
+      else if (u < 0.051)
+        v = inf;
+    }
+  for (size_t b = 0; b < B; ++b)  // past the length: +NaN, selected first if it were read
+    for (size_t i = size_t(std::max(lens[b], 0)); i < W; ++i)
+      scores[b * W + i] = std::numeric_limits<float>::quiet_NaN();
+  fx::Tensors in;
+  in["scores"] = st::Tensor::of<float>({B, W}, scores);
+  in["lens"] = st::Tensor::of<int32_t>(lens);
+  in["bs"] = st::Tensor::scalar<int64_t>(s.bs);
+  in["nb"] = st::Tensor::scalar<int64_t>(s.nb);
+  in["K"] = st::Tensor::scalar<int64_t>(s.K);
+  if (s.wave) in["wave"] = st::Tensor::scalar<int32_t>(s.wave);
+  return in;
+}
+
+std::vector<fx::OutputSpec> CandidateBlocksCase::outputs(const fx::Tensors& in) const {
+  const uint64_t B = input(in, "scores").shape.at(0);
+  return {{.name = "blocks", .dtype = st::DType::I32, .shape = {B, uint64_t(shape_.nb)}},
+          {.name = "keys", .dtype = st::DType::I32, .shape = {B, uint64_t(shape_.K)}}};
+}
+
+fx::Tensors CandidateBlocksCase::reference(const fx::Tensors& in) const {
+  const st::Tensor& scores = input(in, "scores");
+  const size_t B = scores.shape[0], nb = size_t(shape_.nb), K = size_t(shape_.K);
+  std::vector<int32_t> blocks(B * nb), keys(B * K);
+  ref::select(scores.values<float>("in.scores"), input(in, "lens").values<int32_t>("in.lens"),
+              {.B = B, .width = size_t(width_of(in)), .stride = scores.shape[1]},
+              {.bs = size_t(shape_.bs), .nb = nb, .K = K}, blocks, keys);
+  return {{"blocks", st::Tensor::of<int32_t>({B, nb}, blocks)},
+          {"keys", st::Tensor::of<int32_t>({B, K}, keys)}};
+}
+
+void CandidateBlocksCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
+  const st::Tensor& scores = d.host("scores");
+  const kern::Args a{.scores = d.ptr<float>("scores"),
+                     .stride = int64_t(scores.shape[1]),
+                     .width = shape_.width,
+                     .lens = d.ptr<int32_t>("lens"),
+                     .B = int64_t(scores.shape[0]),
+                     .bs = shape_.bs,
+                     .nb = shape_.nb,
+                     .K = shape_.K,
+                     .blocks_out = d.ptr<int32_t>("blocks"),
+                     .keys_out = d.ptr<int32_t>("keys")};
+  if (shape_.wave)
+    kern::select(a, shape_.wave, s);
+  else
+    kern::select(a, s);
+}
+
+std::string CandidateBlocksCase::cannot_run() const {
+  return wave_cannot_run(shape_.wave, kern::wave_supported(shape_.wave));
+}
+
+}  // namespace dsv4::cases
+
+DSV4_KERNEL_FAMILY("candidate_blocks",
+                   "in.scores F32[B, stride], in.lens I32[B], in.bs I64, in.nb I64, in.K I64, "
+                   "optional in.width I64 (default stride), in.wave I32 -> blocks I32[B, nb], keys "
+                   "I32[B, K] (ascending, -1 last); bitwise",
+                   ::dsv4::cases::CandidateBlocksCase)

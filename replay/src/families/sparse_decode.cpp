@@ -1,0 +1,216 @@
+// sparse_decode kernel case and replay adapter: sparse decode attention over SGLang's pages,
+// unsplit or as split partials merged by split_combine, within the derived fp64 tolerance.
+#include "dsv4/cases/sparse_decode.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "dsv4/kernels/sparse_decode.hpp"
+#include "dsv4/kernels/split_combine.hpp"
+#include "dsv4/ref/fp32_math.hpp"
+#include "dsv4/ref/sparse_decode.hpp"
+#include "dsv4/replay/replay.hpp"
+
+namespace dsv4::cases {
+namespace {
+
+namespace ref = ::dsv4::ref::sparse_decode;
+namespace kern = ::dsv4::kernels::sparse_decode;
+
+const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
+  return fx::input_of(in, name, "sparse_decode");
+}
+
+fx::CacheData cache_of(const fx::Tensors& in, const std::string& p, size_t B) {
+  fx::CacheData c;
+  const int32_t id = input(in, p + "layout").item<int32_t>("in." + p + "layout");
+  if (!kv_layout_valid(id))
+    throw st::FormatError("case", "in." + p + "layout", "value",
+                          std::to_string(id) + " is not a KvLayout (0 v41, 1 v41_fp4, 2 v4)");
+  c.layout = KvLayout(id);
+  c.page_size = input(in, p + "page_size").item<int64_t>("in." + p + "page_size");
+  const st::Tensor& pool = input(in, p + "pool");
+  if (pool.shape.size() != 2) pool.throw_shape("in." + p + "pool", "[num_pages, page_bytes]");
+  c.num_pages = int64_t(pool.shape[0]);
+  c.pool = pool.values<uint8_t>("in." + p + "pool");
+  const st::Tensor& idx = input(in, p + "indices");
+  if (idx.shape.size() != 2 || idx.shape[0] != B)
+    idx.throw_shape("in." + p + "indices", "[" + std::to_string(B) + ", K]");
+  c.K = idx.shape[1];
+  c.indices = idx.values<int32_t>("in." + p + "indices");
+  c.lengths = input(in, p + "lengths").values<int32_t>("in." + p + "lengths");
+  return c;
+}
+
+void add_cache(fx::Tensors& in, const fx::CacheData& c, const std::string& p, size_t B) {
+  const uint64_t page_bytes = uint64_t(page_layout(c.layout).page_bytes(c.page_size));
+  in[p + "pool"] = st::Tensor::of<uint8_t>({uint64_t(c.num_pages), page_bytes}, c.pool);
+  in[p + "layout"] = st::Tensor::scalar<int32_t>(int32_t(c.layout));
+  in[p + "page_size"] = st::Tensor::scalar<int64_t>(c.page_size);
+  in[p + "indices"] = st::Tensor::of<int32_t>({B, c.K}, c.indices);
+  in[p + "lengths"] = st::Tensor::of<int32_t>(c.lengths);
+}
+
+kern::Cache device_cache(const fx::DeviceTensors& d, const std::string& p) {
+  kern::Cache c;
+  c.layout = KvLayout(d.scalar<int32_t>(p + "layout"));
+  c.page_size = d.scalar<int64_t>(p + "page_size");
+  c.num_pages = int64_t(d.host(p + "pool").shape[0]);
+  c.pool = d.ptr<uint8_t>(p + "pool");
+  c.indices = d.ptr<int32_t>(p + "indices");
+  c.K = int64_t(d.host(p + "indices").shape[1]);
+  c.lengths = d.ptr<int32_t>(p + "lengths");
+  return c;
+}
+
+int64_t splits_of(const fx::Tensors& in) {
+  return in.count("splits") ? input(in, "splits").item<int64_t>("in.splits") : 0;
+}
+
+}  // namespace
+
+std::string SparseDecodeShape::str() const {
+  std::ostringstream os;
+  os << "B=" << s.B << " H=" << s.H << " K=" << s.K << " " << kv_layout_name(s.layout)
+     << " P=" << s.page_size;
+  if (s.Ke)
+    os << " extra=" << kv_layout_name(s.extra_layout) << " Ke=" << s.Ke
+       << " Pe=" << s.extra_page_size;
+  if (splits) os << " S=" << splits;
+  return os.str();
+}
+
+fx::SparseCase sparse_case_of(const fx::Tensors& in) {
+  fx::SparseCase c;
+  const st::Tensor& q = input(in, "q");
+  if (q.shape.size() != 3 || q.shape[2] != uint64_t(kTokenValues))
+    q.throw_shape("in.q", "[B, H, 512]");
+  c.B = q.shape[0];
+  c.H = q.shape[1];
+  c.q = q.values<bf16>("in.q");
+  c.main = cache_of(in, "", c.B);
+  if (in.count("extra_pool")) c.extra = cache_of(in, "extra_", c.B);
+  c.sm_scale = input(in, "sm_scale").item<float>("in.sm_scale");
+  if (in.count("sink")) c.sink = input(in, "sink").values<float>("in.sink");
+  ref::check(c.inputs());  // sizes and the layout pair, naming the field
+  return c;
+}
+
+fx::Tensors tensors_of(const fx::SparseCase& c) {
+  fx::Tensors in;
+  in["q"] = st::Tensor::of<bf16>({c.B, c.H, uint64_t(kTokenValues)}, c.q);
+  add_cache(in, c.main, "", c.B);
+  if (c.extra) add_cache(in, *c.extra, "extra_", c.B);
+  in["sm_scale"] = st::Tensor::scalar<float>(c.sm_scale);
+  if (!c.sink.empty()) in["sink"] = st::Tensor::of<float>(c.sink);
+  return in;
+}
+
+SparseDecodeCase::SparseDecodeCase(SparseDecodeShape shape) : shape_(shape) {}
+
+SparseDecodeCase::SparseDecodeCase(const fx::Tensors& in) {
+  const fx::SparseCase c = sparse_case_of(in);
+  fx::SparseShape& s = shape_.s;
+  s.B = c.B, s.H = c.H, s.K = c.main.K, s.layout = c.main.layout;
+  s.page_size = c.main.page_size, s.num_pages = c.main.num_pages;
+  if (c.extra) {
+    s.Ke = c.extra->K, s.extra_layout = c.extra->layout;
+    s.extra_page_size = c.extra->page_size, s.extra_pages = c.extra->num_pages;
+  }
+  s.sink = !c.sink.empty();
+  shape_.splits = splits_of(in);
+}
+
+fx::Tensors SparseDecodeCase::draw(fx::Rng& rng) const {
+  fx::Tensors in = tensors_of(fx::sparse_case(rng, shape_.s, shape_.mix));
+  if (shape_.splits) in["splits"] = st::Tensor::scalar<int64_t>(shape_.splits);
+  return in;
+}
+
+std::vector<fx::OutputSpec> SparseDecodeCase::outputs(const fx::Tensors& in) const {
+  const st::Tensor& q = input(in, "q");
+  const uint64_t B = q.shape.at(0), H = q.shape.at(1), D = uint64_t(kTokenValues);
+  std::vector<fx::OutputSpec> o = {
+      {.name = "out", .dtype = st::DType::BF16, .shape = {B, H, D}},
+      {.name = "out_lse", .dtype = st::DType::F32, .shape = {B, H}},
+      {.name = "errors", .dtype = st::DType::I64, .shape = {}, .init = fx::Init::kZero}};
+  if (const uint64_t S = uint64_t(splits_of(in))) {
+    o.push_back({.name = "part_o", .dtype = st::DType::F32, .shape = {B, S, H, D}});
+    o.push_back({.name = "part_lse", .dtype = st::DType::F32, .shape = {B, S, H}});
+  }
+  return o;
+}
+
+fx::Tensors SparseDecodeCase::reference(const fx::Tensors& in) const {
+  const fx::SparseCase c = sparse_case_of(in);
+  const ref::Outputs r = ref::decode_f64(c.inputs());
+  const uint64_t B = c.B, H = c.H, D = uint64_t(kTokenValues);
+  fx::Tensors want = {{"out", st::Tensor::of<double>({B, H, D}, r.out)},
+                      {"out_lse", st::Tensor::of<double>({B, H}, r.lse)},
+                      {"errors", st::Tensor::scalar<int64_t>(r.errors)}};
+  if (const int64_t S = splits_of(in)) {
+    const ref::Partials p = ref::partials_f64(c.inputs(), size_t(S));
+    want["part_o"] = st::Tensor::of<double>({B, uint64_t(S), H, D}, p.o);
+    want["part_lse"] = st::Tensor::of<double>({B, uint64_t(S), H}, p.lse);
+  }
+  return want;
+}
+
+void SparseDecodeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
+  const st::Tensor& q = d.host("q");
+  kern::Args a;
+  a.B = int64_t(q.shape[0]);
+  a.H = int64_t(q.shape[1]);
+  a.q = d.ptr<bf16>("q");
+  a.main = device_cache(d, "");
+  if (d.has("extra_pool")) a.extra = device_cache(d, "extra_");
+  a.sm_scale = d.scalar<float>("sm_scale");
+  a.sink = d.has("sink") ? d.ptr<float>("sink") : nullptr;
+  a.errors = d.ptr<int64_t>("errors");
+  const int64_t S = d.has("splits") ? d.scalar<int64_t>("splits") : 0;
+  if (S == 0) {
+    kern::decode(a, d.ptr<bf16>("out"), d.ptr<float>("out_lse"), s);
+    return;
+  }
+  kern::decode_partials(a, S, d.ptr<float>("part_o"), d.ptr<float>("part_lse"), s);
+  // Every query has S partials; the merge applies the sink.
+  kernels::split_combine::Args m;
+  m.B = a.B, m.S = S, m.H = a.H, m.D = kTokenValues;
+  m.o = d.ptr<float>("part_o");
+  m.lse = d.ptr<float>("part_lse");
+  m.n_splits = nullptr;
+  m.sink = a.sink;
+  m.out = d.ptr<bf16>("out");
+  m.out_lse = d.ptr<float>("out_lse");
+  m.errors = a.errors;
+  kernels::split_combine::combine(m, s);
+}
+
+::testing::AssertionResult SparseDecodeCase::compare(const fx::OutputSpec& spec,
+                                                     const st::Tensor& got, const st::Tensor& want,
+                                                     const fx::Tensors& in) const {
+  if (spec.name == "errors") return fx::KernelCase::compare(spec, got, want, in);
+  const ref::Tolerance t = ref::tolerance(sparse_case_of(in).inputs());
+  fx::Tolerance tol;
+  tol.allow_all_zero = true;
+  if (spec.name == "out" || spec.name == "part_o") {
+    tol.atol = t.out_atol;
+    tol.rtol = spec.name == "out" ? t.out_rtol : t.out_rtol / 2;  // no bf16 cast in the partials
+    tol.max_cos_dist = t.cos;
+  } else {  // out_lse natural; part_lse base 2
+    tol.atol = spec.name == "out_lse" ? t.lse_atol : t.lse_atol * double(f32m::kLog2e);
+  }
+  return fx::within(tol)(got, want, spec.name, in);
+}
+
+}  // namespace dsv4::cases
+
+DSV4_KERNEL_FAMILY(
+    "sparse_decode",
+    "in.q BF16[B, H, 512]; in.pool U8[pages, page_bytes], in.layout I32 (0 v41, 1 v41_fp4, 2 "
+    "v4), in.page_size I64, in.indices I32[B, K], in.lengths I32[B]; optional extra_pool, "
+    "extra_layout, extra_page_size, extra_indices, extra_lengths; in.sm_scale F32; optional "
+    "in.sink F32[H]; optional in.splits I64 (split-KV path through split_combine) -> out "
+    "BF16[B, H, 512], out_lse F32[B, H], errors I64 (+ part_o F32[B, S, H, 512], part_lse "
+    "F32[B, S, H] with splits). Within the tolerance derived from the data (fp64 reference)",
+    ::dsv4::cases::SparseDecodeCase)

@@ -1,0 +1,104 @@
+// candidate_blocks kernel against the reference through the kernel-case harness, bit for bit:
+// block sizes 1 .. 512 (odd ones too), partial last blocks, len < bs, nb >= the block count,
+// ties within and across blocks, NaN / -inf / +inf scores, ragged lengths in one launch, K up to
+// 2048, logical wave widths 16 and 32; graph replay with new inputs; determinism; argument checks.
+#include "dsv4/kernels/candidate_blocks.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "dsv4/cases/candidate_blocks.hpp"
+#include "dsv4/fixtures/gpu_test.hpp"
+#include "dsv4/fixtures/launcher_args.hpp"
+
+namespace dsv4 {
+namespace cases {
+void PrintTo(const CandidateBlocksShape& s, std::ostream* os) { *os << s.str(); }
+}  // namespace cases
+namespace {
+
+namespace kc = kernels::candidate_blocks;
+using cases::CandidateBlocksCase;
+using cases::CandidateBlocksShape;
+using ::testing::HasSubstr;
+
+std::string sweep_name(const ::testing::TestParamInfo<CandidateBlocksShape>& i) {
+  const auto& s = i.param;
+  return "B" + std::to_string(s.B) + "_w" + std::to_string(s.width) +
+         (s.len < 0 ? std::string("_ragged") : "_len" + std::to_string(s.len)) + "_bs" +
+         std::to_string(s.bs) + "_nb" + std::to_string(s.nb) + "_K" + std::to_string(s.K) + "_W" +
+         std::to_string(s.wave) + (s.ties ? "_ties" : "") + (s.hostile ? "_hostile" : "");
+}
+std::vector<CandidateBlocksShape> sweep_params() {
+  std::vector<CandidateBlocksShape> v;
+  int i = 0;
+  auto add = [&](CandidateBlocksShape s) {
+    s.wave = i % 2 ? 32 : 16;
+    s.ties = i % 3 == 1;
+    s.hostile = i % 3 == 2;
+    v.push_back(s);
+    ++i;
+  };
+  for (int64_t bs : {1, 7, 64, 128, 512})
+    for (int64_t len : {int64_t(1), bs - 1, bs + 1, int64_t(1000), int64_t(8193), int64_t(-1)})
+      if (len >= 0 || bs > 1)
+        add({.B = 5, .width = 8193, .len = len, .bs = bs, .nb = 16, .K = 512});
+  add({.B = 3, .width = 4096, .len = 4096, .bs = 64, .nb = 64, .K = 2048});   // nb = every block
+  add({.B = 3, .width = 4096, .len = 4000, .bs = 64, .nb = 100, .K = 2048});  // nb > blocks
+  add({.B = 31, .width = 65537, .len = -1, .bs = 64, .nb = 32, .K = 1024});   // ragged, long
+  add({.B = 2, .width = 300, .len = 300, .bs = 8, .nb = 2048, .K = 7});       // nb at its max
+  add({.B = 129, .width = 16385, .len = 16385, .bs = 128, .nb = 8, .K = 512});
+  add({.B = 4, .width = 2000, .len = 0, .bs = 64, .nb = 4, .K = 16});  // empty rows
+  return v;
+}
+
+class CandidateBlocksSweep : public fx::GpuTestWithParam<CandidateBlocksShape> {};
+
+TEST_P(CandidateBlocksSweep, MatchesReference) {
+  const CandidateBlocksCase c(GetParam());
+  if (const auto why = c.cannot_run(); !why.empty()) GTEST_SKIP() << why;
+  for (uint64_t seed : fx::case_seeds()) {
+    DSV4_CASE(seed, c.name());
+    EXPECT_TRUE(fx::check_case(c, seed, stream()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CandidateBlocksSweep, ::testing::ValuesIn(sweep_params()),
+                         sweep_name);
+
+class CandidateBlocks : public fx::GpuTest {};
+
+TEST_F(CandidateBlocks, GraphReplayAndDeterminism) {
+  const uint64_t seed = fx::test_seed();
+  const CandidateBlocksCase c(
+      {.B = 9, .width = 9000, .len = -1, .bs = 64, .nb = 16, .K = 512, .wave = 32, .ties = true});
+  DSV4_CASE(seed, c.name());
+  EXPECT_TRUE(fx::check_graph_replay(c, seed, stream()));
+  EXPECT_TRUE(fx::check_deterministic(c, seed, stream(), 20));
+}
+
+TEST(CandidateBlocksArgs, BadArgumentsNameTheField) {
+  const kc::Args ok{.scores = fx::fake<float>(),
+                    .stride = 1024,
+                    .width = 1024,
+                    .lens = fx::fake<int32_t>(),
+                    .B = 2,
+                    .keys_out = fx::fake<int32_t>()};
+  auto with = [&](auto change) {
+    kc::Args a = ok;
+    change(a);
+    return fx::launch_error([&] { kc::select(a, 32, nullptr); });
+  };
+  EXPECT_THAT(with([](kc::Args& a) { a.bs = 0; }), HasSubstr("bs=0"));
+  EXPECT_THAT(with([](kc::Args& a) { a.nb = 0; }), HasSubstr("nb=0"));
+  EXPECT_THAT(with([](kc::Args& a) { a.K = 3000; }), HasSubstr("K=3000"));
+  EXPECT_THAT(with([](kc::Args& a) { a.stride = 10; }), HasSubstr("stride=10"));
+  EXPECT_THAT(with([](kc::Args& a) { a.keys_out = nullptr; }), HasSubstr("null pointer"));
+  EXPECT_THAT(fx::launch_error([&] { kc::select(ok, 12, nullptr); }), HasSubstr("W=12"));
+}
+
+}  // namespace
+}  // namespace dsv4

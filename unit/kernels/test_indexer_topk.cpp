@@ -1,0 +1,196 @@
+// indexer_topk kernel against the reference through the kernel-case harness: a sweep of 120+
+// shapes (batch 1, 30, 31, 128, 129; lengths around K, 8192/8193, 16384/16385, 65535-65537; ragged
+// lengths in one launch; identity and permuted page tables; normal, tied and hostile scores with
+// NaN, +-inf and signed zeros; K 512, 1024, 2048), sorted rows bit for bit at logical wave widths
+// 16 and 32, unsorted rows as sets; the inverse page transform; graph replay with new inputs;
+// determinism of the sorted output; hostile lengths; the launcher's argument checks.
+#include "dsv4/kernels/indexer_topk.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "dsv4/cases/indexer_topk.hpp"
+#include "dsv4/fixtures/gpu_test.hpp"
+#include "dsv4/fixtures/launcher_args.hpp"
+#include "dsv4/ref/indexer_topk.hpp"
+
+namespace dsv4 {
+namespace {
+
+namespace ki = kernels::indexer_topk;
+using cases::IndexerTopkCase;
+using cases::IndexerTopkShape;
+using cases::ScoreKind;
+using fx::Launch;
+using ::testing::HasSubstr;
+
+struct SweepParam {
+  IndexerTopkShape shape;
+  Launch launch = Launch::kEager;
+};
+void PrintTo(const SweepParam& p, std::ostream* os) {
+  *os << p.shape.str() << " " << fx::launch_name(p.launch);
+}
+std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
+  const IndexerTopkShape& s = i.param.shape;
+  std::string n =
+      "B" + std::to_string(s.B) + "_K" + std::to_string(s.K) +
+      (s.len < 0 ? "_ragged" + std::to_string(s.width) : "_len" + std::to_string(s.len));
+  if (s.stride) n += "_stride" + std::to_string(s.stride);
+  n += s.sorted ? "_sorted_W" + std::to_string(s.wave) : "_unsorted";
+  if (s.page_bits >= 0) n += "_pages" + std::to_string(s.page_bits) + (s.permuted ? "perm" : "id");
+  if (s.scores == ScoreKind::kTies) n += "_ties";
+  if (s.scores == ScoreKind::kHostile) n += "_hostile";
+  if (i.param.launch == Launch::kGraph) n += "_graph";
+  return n;
+}
+
+// The shapes; the other axes (sorted and its wave width, page tables, score kinds,
+// padded strides, graph launches) rotate over them so every combination of two appears.
+std::vector<SweepParam> sweep_params() {
+  std::vector<SweepParam> v;
+  int i = 0;
+  auto add = [&](int64_t B, int64_t K, int64_t len, int64_t width) {
+    IndexerTopkShape s{.B = B, .width = width, .K = K, .len = len};
+    s.sorted = i % 2 == 0;
+    s.wave = s.sorted ? (i % 4 == 0 ? 16 : 32) : 0;
+    s.page_bits = (i / 2) % 3 == 0 ? -1 : ((i / 2) % 3 == 1 ? 0 : 6);
+    s.permuted = (i / 3) % 2 == 1;
+    s.scores = ScoreKind((i / 5) % 3);
+    if (i % 7 == 3) s.stride = width + 5;
+    v.push_back({s, i % 11 == 5 ? Launch::kGraph : Launch::kEager});
+    ++i;
+  };
+  for (int64_t K : {512, 1024, 2048}) {
+    for (int64_t B : {1, 30, 31})
+      for (int64_t len : {K - 1, K, K + 1, int64_t(8192), int64_t(8193), int64_t(16384),
+                          int64_t(16385), int64_t(65535), int64_t(65536), int64_t(65537)})
+        add(B, K, len, len);
+    for (int64_t B : {128, 129})
+      for (int64_t len : {K, K + 1, int64_t(8193), int64_t(65537)}) add(B, K, len, len);
+    for (int64_t B : {31, 129}) add(B, K, -1, 65537);  // ragged lengths in one launch
+    add(30, K, 5000, 16385);                           // every row shorter than the width
+  }
+  return v;
+}
+
+class IndexerTopkSweep : public fx::GpuTestWithParam<SweepParam> {};
+
+// The selected set equals the reference's (ties broken alike, so exactly), sorted rows bit for
+// bit, paged and raw outputs aligned; poison, canaries and the whole output checked by the harness.
+TEST_P(IndexerTopkSweep, MatchesReference) {
+  const IndexerTopkCase c(GetParam().shape);
+  if (const auto why = c.cannot_run(); !why.empty()) GTEST_SKIP() << why;
+  for (uint64_t seed : fx::case_seeds()) {
+    DSV4_CASE(seed, c.name());
+    fx::CaseRun run;
+    EXPECT_TRUE(fx::check_case(c, seed, stream(), {.launch = GetParam().launch}, &run));
+    if (!run.got.count("raw")) continue;
+    // The inverse page transform of the paged output recovers the raw output, entry by entry.
+    const auto& pt = run.inputs.at("page_table");
+    const auto paged = run.got.at("out").values<int32_t>();
+    std::vector<int32_t> back(paged.size());
+    ref::indexer_topk::inverse_page_transform(paged, size_t(c.shape().K), pt.values<int32_t>(),
+                                              pt.shape[1], pt.shape[1], GetParam().shape.page_bits,
+                                              back);
+    EXPECT_EQ(back, run.got.at("raw").values<int32_t>()) << "inverse page transform";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, IndexerTopkSweep, ::testing::ValuesIn(sweep_params()), sweep_name);
+
+class IndexerTopk : public fx::GpuTest {};
+
+// Sorted outputs under graph replay with new inputs in the captured buffers, and determinism.
+TEST_F(IndexerTopk, GraphReplayAndDeterminismOfTheSortedOutput) {
+  const uint64_t seed = fx::test_seed();
+  for (const IndexerTopkShape& s : {IndexerTopkShape{.B = 31,
+                                   .width = 16385,
+                                   .K = 512,
+                                   .len = -1,
+                                   .sorted = true,
+                                   .wave = 32,
+                                   .page_bits = 6,
+                                   .permuted = true},
+                                    IndexerTopkShape{.B = 4,
+                                    .width = 8193,
+                                    .K = 2048,
+                                    .len = 8193,
+                                    .sorted = true,
+                                    .wave = 16,
+                                    .scores = ScoreKind::kTies}}) {
+    const IndexerTopkCase c(s);
+    DSV4_CASE(seed, c.name());
+    EXPECT_TRUE(fx::check_graph_replay(c, seed, stream()));
+    EXPECT_TRUE(fx::check_deterministic(c, seed, stream(), 20));
+  }
+}
+
+// Logical wave widths 16 and 32 sort to the same bytes (the shuffle and shared-memory steps
+// split at different strides).
+TEST_F(IndexerTopk, WaveWidthsSixteenAndThirtyTwoAgree) {
+  const uint64_t seed = fx::test_seed();
+  IndexerTopkShape s{.B = 30, .width = 8193, .K = 1024, .len = -1, .sorted = true};
+  std::vector<fx::Tensors> got;
+  for (int w : {16, 32}) {
+    s.wave = w;
+    fx::CaseRun run;
+    DSV4_CASE(seed, IndexerTopkCase(s).name());
+    EXPECT_TRUE(fx::check_case(IndexerTopkCase(s), seed, stream(), {}, &run));
+    got.push_back(run.got);
+  }
+  EXPECT_TRUE(fx::bitwise_tensors(got[0].at("out"), got[1].at("out"), "out W16 vs W32"));
+}
+
+// Lengths outside [0, width]: negative selects nothing, beyond the width clamps to it.
+TEST_F(IndexerTopk, HostileLengths) {
+  const uint64_t seed = fx::test_seed();
+  const IndexerTopkCase c({.B = 6,
+                           .width = 3000,
+                           .K = 512,
+                           .len = 3000,
+                           .sorted = true,
+                           .wave = 32,
+                           .scores = ScoreKind::kHostile});
+  fx::Rng rng(seed);
+  fx::Tensors in = c.draw(rng);
+  in["lens"] = fx::st::Tensor::of<int32_t>({-1, INT_MIN, INT_MAX, 3001, 513, 0});
+  DSV4_CASE(seed, c.name() << " hostile lens");
+  EXPECT_TRUE(fx::check_case(c, in, seed, stream()));
+}
+
+// Argument checks run before any device work, so they hold without a GPU too.
+TEST(IndexerTopkArgs, BadArgumentsNameTheField) {
+  const ki::Args ok{.scores = fx::fake<float>(),
+                    .stride = 1024,
+                    .width = 1024,
+                    .lens = fx::fake<int32_t>(),
+                    .B = 2,
+                    .K = 512,
+                    .out = fx::fake<int32_t>()};
+  auto with = [&](auto change) {
+    ki::Args a = ok;
+    change(a);
+    return fx::launch_error([&] { ki::topk(a, 32, nullptr); });
+  };
+  EXPECT_THAT(with([](ki::Args& a) { a.K = 0; }), HasSubstr("K=0"));
+  EXPECT_THAT(with([](ki::Args& a) { a.K = 2049; }), HasSubstr("K=2049"));
+  EXPECT_THAT(with([](ki::Args& a) { a.stride = 1000; }), HasSubstr("stride=1000"));
+  EXPECT_THAT(with([](ki::Args& a) { a.page_bits = 31; }), HasSubstr("page_bits=31"));
+  EXPECT_THAT(with([](ki::Args& a) { a.out = nullptr; }), HasSubstr("null pointer"));
+  EXPECT_THAT(with([](ki::Args& a) {
+                a.page_table = fx::fake<int32_t>();
+                a.pt_stride = 0;
+              }),
+              HasSubstr("pt_stride=0"));
+  EXPECT_THAT(fx::launch_error([&] { ki::topk(ok, 8, nullptr); }), HasSubstr("W=8"));
+  EXPECT_FALSE(ki::wave_supported(8));
+  EXPECT_TRUE(ki::wave_supported(16) && ki::wave_supported(32));
+}
+
+}  // namespace
+}  // namespace dsv4

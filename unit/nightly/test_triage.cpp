@@ -1,0 +1,120 @@
+// The report's triage: each failure of this run (gate, ctest test, could not run) labelled new or
+// pre-existing against earlier runs' artifact folders; the latest attempt of a suite counts.
+#include <gtest/gtest.h>
+
+#include "helpers.hpp"
+#include "triage.hpp"
+
+namespace dsv4::nightly {
+namespace {
+
+using nlohmann::json;
+
+// A suite.json as run-suite writes it, in `dir`/`artifact`/.
+void suite_json(const std::string& dir, const std::string& artifact, const std::string& suite,
+                const std::string& run, int attempt, int exit_code, json failures) {
+  test::write_file(dir + "/" + artifact + "/suite.json",
+                   json{{"suite", suite},
+                        {"run_id", run},
+                        {"run_attempt", std::to_string(attempt)},
+                        {"exit_code", exit_code},
+                        {"reason", "r"},
+                        {"failures", failures}}
+                       .dump());
+}
+
+json gate(const std::string& text) {
+  return {{"kind", "gate"}, {"id", text}, {"detail", text + " failed"}};
+}
+
+TEST(Triage, NewAndPreExistingFailures) {
+  test::TempDir d;
+  const std::string cur = d / "current", prev = d / "previous";
+  // This run: the MTP accept-length gate (failed before too) and the accuracy gate (new).
+  suite_json(cur, "nightly-e2e-mtp-attempt1", "e2e-mtp", "300", 1, 1,
+             {gate("accept_length>2.8"), gate("accuracy>0.92")});
+  suite_json(cur, "nightly-kernels-attempt1", "kernels", "300", 1, 1,
+             {{{"kind", "test"}, {"id", "kernels/KvStore.Hostile"}, {"detail", "mismatch"}}});
+  for (const char* run : {"200", "100"})
+    suite_json(prev + "/" + run, "nightly-e2e-mtp-attempt1", "e2e-mtp", run, 1, 1,
+               {gate("accept_length>2.8")});
+  suite_json(prev + "/200", "nightly-kernels-attempt1", "kernels", "200", 1, 0, json::array());
+  TriageOptions o;
+  o.current = cur;
+  o.previous = prev;
+  int fresh = -1;
+  const std::string md = triage(o, fresh);
+  EXPECT_EQ(fresh, 2) << md;
+  EXPECT_NE(md.find("| e2e-mtp | gate | `accept_length>2.8` | accept_length>2.8 failed | "
+                    "pre-existing (2 of 2 earlier runs: 200, 100) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| e2e-mtp | gate | `accuracy>0.92` | accuracy>0.92 failed | new (passed in "
+                    "the 2 earlier runs) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| kernels | test | `kernels/KvStore.Hostile` | mismatch | new (passed in the "
+                    "1 earlier runs) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("3 failures, 2 new, 1 pre-existing"), std::string::npos) << md;
+}
+
+TEST(Triage, CouldNotRunIsClassifiedAndTheLatestAttemptCounts) {
+  test::TempDir d;
+  const std::string cur = d / "current", prev = d / "previous";
+  suite_json(cur, "a-attempt1", "e2e-x", "9", 1, 3,
+             {{{"kind", "could-not-run"}, {"id", ""}, {"detail", "server never ready"}}});
+  // The rerun of the workflow (attempt 2) could not run either: it is the one that counts.
+  suite_json(cur, "a-attempt2", "e2e-x", "9", 2, 3,
+             {{{"kind", "could-not-run"}, {"id", ""}, {"detail", "still not ready"}}});
+  suite_json(prev + "/8", "a-attempt1", "e2e-x", "8", 1, 3,
+             {{{"kind", "could-not-run"}, {"id", ""}, {"detail", "not ready"}}});
+  TriageOptions o;
+  o.current = cur;
+  o.previous = prev;
+  // A suite job that failed before run-suite wrote anything.
+  o.needs = json::parse(R"({"tools": {"result": "success"}, "e2e-x": {"result": "failure"},
+                            "e2e-y": {"result": "failure"}, "e2e-z": {"result": "skipped"}})");
+  int fresh = -1;
+  const std::string md = triage(o, fresh);
+  EXPECT_EQ(fresh, 1) << md;
+  EXPECT_NE(md.find("| e2e-x | could-not-run | — | still not ready | pre-existing (1 of 1 earlier "
+                    "runs: 8) |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| e2e-y | could-not-run | — | the job failure before run-suite ran | new (no "
+                    "earlier run of this suite to compare) |"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("e2e-z"), std::string::npos) << "a skipped job is not a failure: " << md;
+}
+
+TEST(Triage, OlderReportsWithoutAFailureListAreRead) {
+  test::TempDir d;
+  test::write_file(d / "run/k/suite.json", R"({"suite": "kernels", "exit_code": 1})");
+  test::write_file(d / "run/k/junit.xml",
+                   "<testsuite><testcase name=\"kernels/A.B\"><failure message=\"m\"/>"
+                   "</testcase><testcase name=\"kernels/A.C\"/></testsuite>");
+  const auto runs = load_run(d / "run");
+  ASSERT_EQ(runs.count("kernels"), 1u);
+  ASSERT_EQ(runs.at("kernels").failures.size(), 1u);
+  EXPECT_EQ(runs.at("kernels").failures[0].id, "kernels/A.B");
+}
+
+TEST(Triage, CommandLineAppendsToTheSummary) {
+  test::TempDir d;
+  suite_json(d / "current", "k-attempt1", "kernels", "5", 1, 0, json::array());
+  const auto r = test::run_command(
+      std::string(DSV4_NIGHTLY_BIN) + " triage --current " + test::quote(d / "current") +
+      " --previous " + test::quote(d / "none") + " --summary " + test::quote(d / "summary.md"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(test::read_file(d / "summary.md").find("No failures in this run's 1 suite reports"),
+            std::string::npos)
+      << r.output;
+  const auto bad = test::run_command(std::string(DSV4_NIGHTLY_BIN) + " triage --bogus 1");
+  EXPECT_EQ(bad.code, 2) << bad.output;
+}
+
+}  // namespace
+}  // namespace dsv4::nightly
