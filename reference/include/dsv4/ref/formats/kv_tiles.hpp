@@ -55,9 +55,10 @@ DSV4_HD V41Tile v41_tile(const minifloat::Bf16Amax& m) {
 }
 
 // Everything but the short path: the exact core in finite tiles, x / NaN and x / inf otherwise.
-DSV4_FMT_NOINLINE DSV4_HD uint8_t v41_encode_slow(uint16_t h, const V41Tile& t) {
-  if (t.kind == kFinite) return mxfp8::encode_exact(h, t.sc);
-  if (t.kind == kNaNTile || (h & 0x7fffu) >= kInfBits) return kE4m3NaN;
+// (Inline, calling the out-of-line exact core: nested out-of-line calls need a stack frame.)
+DSV4_HD uint8_t v41_encode_slow(uint16_t h, uint8_t sc, uint8_t kind) {
+  if (kind == kFinite) return mxfp8::encode_exact(h, sc);
+  if (kind == kNaNTile || (h & 0x7fffu) >= kInfBits) return kE4m3NaN;
   return uint8_t((h >> 8) & 0x80u);
 }
 
@@ -67,7 +68,7 @@ DSV4_HD uint8_t v41_encode(uint16_t h, const V41Tile& t) {
   const uint32_t v = (h & 0x7fffu) - t.bias;
   if (v - 0x80u <= 0x768u)
     return uint8_t(((uint32_t(h) >> 8) & 0x80u) | ((v + 7u + ((v >> 4) & 1u)) >> 4));
-  return v41_encode_slow(h, t);
+  return v41_encode_slow(h, t.sc, t.kind);
 }
 
 // Reader: e4m3fn(c) * 2^(sc-127) exactly in fp32 (0x00 is 2^-127, 0xff NaN); a product past fp32
@@ -145,13 +146,14 @@ DSV4_HD V4Tile v4_tile(const minifloat::Bf16Amax& m, Fp8Flavour f) {
 
 // Everything but the short path: NaN gives -M, an inf tile +-0 (e4m3fnuz: 0) and -M for +-inf,
 // the rest the exact core.
-DSV4_FMT_NOINLINE DSV4_HD uint8_t v4_encode_slow(uint16_t h, const V4Tile& t) {
+// (Scalars, not the tile: an out-of-line call taking a reference would put the tile in memory.)
+DSV4_FMT_NOINLINE DSV4_HD uint8_t v4_encode_slow(uint16_t h, int e, uint8_t kind, Fp8Flavour f) {
   const uint32_t a = h & 0x7fffu;
-  const bool fnuz = t.fp8 == Fp8Flavour::kE4m3fnuz;
-  if (a > kInfBits || (t.kind == kInfTile && a == kInfBits)) return v4_neg_max(t.fp8);
-  if (t.kind == kInfTile) return fnuz ? 0 : uint8_t((h >> 8) & 0x80u);
+  const bool fnuz = f == Fp8Flavour::kE4m3fnuz;
+  if (a > kInfBits || (kind == kInfTile && a == kInfBits)) return v4_neg_max(f);
+  if (kind == kInfTile) return fnuz ? 0 : uint8_t((h >> 8) & 0x80u);
   const uint32_t sig = a < 0x80u ? a : (0x80u | (a & 0x7fu));
-  const int exp = (a < 0x80u ? -133 : int(a >> 7) - 134) - t.e;
+  const int exp = (a < 0x80u ? -133 : int(a >> 7) - 134) - e;
   if (fnuz) return e4m3fnuz_signed(uint32_t(h) >> 15, e4m3fnuz_round(sig, exp));
   return uint8_t(((uint32_t(h) >> 8) & 0x80u) | e4m3_round(sig, exp));
 }
@@ -163,7 +165,7 @@ DSV4_HD uint8_t v4_encode(uint16_t h, const V4Tile& t) {
   const uint32_t v = (h & 0x7fffu) - t.bias;
   if (v - 0x80u <= (t.fp8 == Fp8Flavour::kE4m3fnuz ? 0x777u : 0x768u))
     return uint8_t(((uint32_t(h) >> 8) & 0x80u) | ((v + 7u + ((v >> 4) & 1u)) >> 4));
-  return v4_encode_slow(h, t);
+  return v4_encode_slow(h, t.e, t.kind, t.fp8);
 }
 
 // Reader (SGLang's V4 dequantize, a Triton kernel): fp8(c) * exp2(sc - 127) in fp32, so 0x00 is
@@ -203,15 +205,9 @@ DSV4_HD bool v4_short_scale(uint8_t sc, Fp8Flavour f) {
 }
 
 DSV4_HD void v4_decode4_bits(uint32_t codes, uint8_t sc, Fp8Flavour f, uint32_t* out) {
-  if (v4_short_scale(sc, f) && v4_four_normal(codes, f)) {
-    const uint32_t bias = (uint32_t(sc) - (f == Fp8Flavour::kE4m3fnuz ? 8u : 7u)) << 23;
-    DSV4_FMT_UNROLL
-    for (int k = 0; k < 4; ++k) {
-      const int32_t top = int32_t(codes << (24 - 8 * k));
-      out[k] = (uint32_t(top >> 4) & 0x87f00000u) + bias;
-    }
-    return;
-  }
+  const uint32_t rebias = f == Fp8Flavour::kE4m3fnuz ? 8u : 7u;
+  if (v4_short_scale(sc, f) && v4_four_normal(codes, f))
+    return mxfp8::move4_bits(codes, sc - rebias, out);
   DSV4_FMT_UNROLL
   for (int k = 0; k < 4; ++k) out[k] = v4_decode_exact(uint8_t(codes >> (8 * k)), sc, f);
 }
@@ -219,25 +215,15 @@ DSV4_HD void v4_decode4_bits(uint32_t codes, uint8_t sc, Fp8Flavour f, uint32_t*
 // The same as bf16 pairs: out[j] holds values 2j (low half) and 2j+1, each the fp32 value rounded
 // once to bf16 (on the short path the value has 4 significant bits: its bf16 is its top half).
 DSV4_HD void v4_decode4_bf16(uint32_t codes, uint8_t sc, Fp8Flavour f, uint32_t* out) {
-  if (v4_short_scale(sc, f) && v4_four_normal(codes, f)) {
-    const uint32_t bias =
-        ((uint32_t(sc) - (f == Fp8Flavour::kE4m3fnuz ? 8u : 7u)) << 7) * 0x00010001u;
-    DSV4_FMT_UNROLL
-    for (int j = 0; j < 2; ++j) {
-      const uint32_t c2 = (codes >> (16 * j)) & 0xffffu;
-      const uint32_t x = ((c2 & 0xffu) << 8) | ((c2 & 0xff00u) << 16);
-      out[j] = (x & 0x80008000u) | (((x >> 4) & 0x07f007f0u) + bias);
-    }
-    return;
-  }
-  DSV4_FMT_UNROLL
-  for (int j = 0; j < 2; ++j)
-    out[j] =
-        uint32_t(
-            f32_to_bf16(f32_from_bits(v4_decode_exact(uint8_t(codes >> (16 * j)), sc, f))).bits) |
-        (uint32_t(f32_to_bf16(f32_from_bits(v4_decode_exact(uint8_t(codes >> (16 * j + 8)), sc, f)))
-                      .bits)
-         << 16);
+  const uint32_t rebias = f == Fp8Flavour::kE4m3fnuz ? 8u : 7u;
+  if (v4_short_scale(sc, f) && v4_four_normal(codes, f))
+    return mxfp8::move4_bf16(codes, sc - rebias, out);
+  auto bf = [&](int k) {
+    return uint32_t(
+        f32_to_bf16(f32_from_bits(v4_decode_exact(uint8_t(codes >> (8 * k)), sc, f))).bits);
+  };
+  out[0] = bf(0) | bf(1) << 16;
+  out[1] = bf(2) | bf(3) << 16;
 }
 
 }  // namespace dsv4::kv

@@ -34,10 +34,11 @@ DSV4_HD int msb_index(uint32_t v) {
   return r;
 }
 
-// Byte k of the result is byte (s >> 4k) & 7 of the 8 bytes y:x (CUDA's and HIP's __byte_perm
-// for selectors without the sign-replicate bit).
+// Byte k of the result is byte (s >> 4k) & 7 of the 8 bytes y:x (CUDA's __byte_perm, one PRMT, for
+// selectors without the sign-replicate bit). Elsewhere shifts (HIP's __byte_perm indexes a byte
+// array, which the compiler keeps in LDS).
 DSV4_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#if defined(__CUDA_ARCH__)
   return __byte_perm(x, y, s);
 #else
   const uint64_t xy = (uint64_t(y) << 32) | x;

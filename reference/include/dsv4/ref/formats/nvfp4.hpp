@@ -222,16 +222,15 @@ struct PairTable {
 
 DSV4_HD PairTable pair_table(uint8_t sc) {
   const Decoder d = decoder(sc);
-  uint32_t b[8];
+  uint32_t lo0 = 0, lo1 = 0, hi0 = 0, hi1 = 0;  // scalars: no array or reference to keep in memory
   DSV4_FMT_UNROLL
-  for (int i = 0; i < 8; ++i) b[i] = d.nan ? 0x7fc0u : decode_bits_number(uint8_t(i), d) >> 16;
-  PairTable t;
-  t.lo0 = (b[0] & 0xffu) | (b[1] & 0xffu) << 8 | (b[2] & 0xffu) << 16 | (b[3] & 0xffu) << 24;
-  t.lo1 = (b[4] & 0xffu) | (b[5] & 0xffu) << 8 | (b[6] & 0xffu) << 16 | (b[7] & 0xffu) << 24;
-  t.hi0 = (b[0] >> 8) | (b[1] >> 8) << 8 | (b[2] >> 8) << 16 | (b[3] >> 8) << 24;
-  t.hi1 = (b[4] >> 8) | (b[5] >> 8) << 8 | (b[6] >> 8) << 16 | (b[7] >> 8) << 24;
-  t.sign_mask = d.nan ? 0u : 0x80008000u;
-  return t;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t a = d.nan ? 0x7fc0u : decode_bits_number(uint8_t(i), d) >> 16;
+    const uint32_t b = d.nan ? 0x7fc0u : decode_bits_number(uint8_t(i + 4), d) >> 16;
+    lo0 |= (a & 0xffu) << (8 * i), hi0 |= (a >> 8) << (8 * i);
+    lo1 |= (b & 0xffu) << (8 * i), hi1 |= (b >> 8) << (8 * i);
+  }
+  return PairTable{lo0, lo1, hi0, hi1, d.nan ? 0u : 0x80008000u};
 }
 
 // Nibbles k = 0..7 of `nibbles` (value k) -> out[j] holds values 2j (low half) and 2j+1.
