@@ -14,7 +14,8 @@
 #       docker exec in the workspace; GITHUB_* run identity passed on; the step summary the command
 #       writes is appended to the host's $GITHUB_STEP_SUMMARY
 #   ci/gpu-container.sh stop NAME
-#       SIGTERM to the container's processes (run-suite stops its server), docker stop, docker rm
+#       SIGTERM to the container's processes (run-suite stops its server), the workspace given back
+#       to the runner's user, docker stop, docker rm
 set -uo pipefail
 
 die() { echo "gpu-container: $*" >&2; exit 2; }
@@ -151,6 +152,8 @@ stop() {
   # run-suite stops its server's process group on SIGTERM; --init forwards it and reaps.
   docker exec "$1" sh -c 'kill -TERM -1' >/dev/null 2>&1
   sleep 5
+  # Files the container wrote as root go back to the runner's user, so the next checkout can clean.
+  docker exec "$1" chown -R "$(id -u):$(id -g)" "$workspace" >/dev/null 2>&1
   docker stop --time 60 "$1" >/dev/null 2>&1
   docker rm -f "$1" >/dev/null 2>&1
   echo "gpu-container: $1 removed"

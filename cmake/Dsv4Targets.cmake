@@ -18,13 +18,14 @@ function(dsv4_gpu_sources)
   endforeach()
 endfunction()
 
-# One GoogleTest executable per test_*.cpp in the calling directory. Labels come from the
-# directory (LABELS property); GPU suites (label gpu) also ask CTest for one GPU slot.
+# One GoogleTest executable per test_*.cpp in the calling directory. Every test gets the
+# directory's LABELS; GPU suites (GPU, label gpu) also ask CTest for one GPU slot. In a cpu
+# directory, files named test_*_device.cpp hold the tests that need a GPU: they are labelled gpu
+# (not the directory's labels) and ask for a GPU slot too.
 #   dsv4_test_directory(LIBS lib... [LABELS l...] [GPU])
 function(dsv4_test_directory)
   cmake_parse_arguments(ARG "GPU" "" "LIBS;LABELS" ${ARGN})
   file(GLOB tests CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/test_*.cpp)
-  set_property(DIRECTORY PROPERTY LABELS ${ARG_LABELS})
   foreach(src IN LISTS tests)
     get_filename_component(name ${src} NAME_WE)
     get_filename_component(room ${CMAKE_CURRENT_SOURCE_DIR} NAME)
@@ -32,8 +33,14 @@ function(dsv4_test_directory)
     add_executable(${target} ${src})
     target_link_libraries(${target} PRIVATE ${ARG_LIBS} GTest::gmock GTest::gtest GTest::gtest_main)
     target_compile_options(${target} PRIVATE ${DSV4_WARNINGS})
-    set(props TIMEOUT 600)
-    if(ARG_GPU)
+    set(labels ${ARG_LABELS})
+    set(gpu ${ARG_GPU})
+    if(name MATCHES "_device$")
+      set(labels gpu)
+      set(gpu TRUE)
+    endif()
+    set(props TIMEOUT 600 LABELS "${labels}")
+    if(gpu)
       list(APPEND props RESOURCE_GROUPS "gpus:1")
     endif()
     gtest_discover_tests(${target} TEST_PREFIX "${room}/" DISCOVERY_TIMEOUT 60

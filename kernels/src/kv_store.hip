@@ -238,6 +238,12 @@ bool lanes_supported(int lanes) {
   return lanes == 16 || lanes == 32 || (lanes == 64 && kMaxLanes >= 64);
 }
 
+void check_lanes_fit_wave(int lanes, int wave_width) {
+  if (lanes > wave_width)
+    bad("norm_rope_store", "lanes=" + std::to_string(lanes) + " exceeds the device's wave width " +
+                               std::to_string(wave_width));
+}
+
 void scatter_rows(const bf16* kv, const int64_t* loc, int64_t T, bf16* pool, int64_t pool_rows,
                   const RowLayout& layout, int64_t* errors, gpu::Stream s) {
   if (!check_common("scatter_rows", kv, loc, T, pool, pool_rows, layout, errors)) return;
@@ -272,6 +278,9 @@ void norm_rope_store(const bf16* kv, const int64_t* loc, int64_t T, bf16* pool, 
                 " is null");
   if (!aligned16(p.weight)) bad(fn, "weight is not 16-byte aligned");
   if (!aligned16(p.cos_sin)) bad(fn, "cos_sin is not 16-byte aligned");
+  // The wave width of the device in use, asked once (the device is fixed per process).
+  static const int wave_width = gpu::device_info().wave_width;
+  check_lanes_fit_wave(p.lanes, wave_width);
 
   NormRopeArgs a;
   a.s = scatter_args(kv, loc, T, pool, pool_rows, layout, errors);

@@ -162,6 +162,11 @@ class Reader {
   std::string file_;
 };
 
+// What a job spends besides its suite: image pull, VRAM clearing, installs (e2e), and the
+// build (kernels).
+constexpr long kSetupS = 30 * 60;
+constexpr long kBuildS = 60 * 60;
+
 bool mentions(const std::vector<std::string>& args, const std::string& token) {
   for (const auto& a : args)
     if (a.find(token) != std::string::npos) return true;
@@ -222,6 +227,14 @@ void parse_e2e(const Reader& r, const json& j, const std::string& p, Suite& s) {
   }
   s.run.timeout_s = r.integer(rj, rp, "timeout_s", 1, 7 * 86400, false, 3600);
   s.retries = r.integer(j, p, "retries", 0, 1, false, 0);
+  // The job must outlast every attempt's readiness wait and run, with room for its setup steps.
+  const long need = (1L + s.retries) * (s.server.ready_timeout_s + s.run.timeout_s) + kSetupS;
+  if (s.timeout_minutes * 60L < need)
+    r.fail(join(p, "timeout_minutes"),
+           "is shorter than (1 + retries) x (server.ready_timeout_s + run.timeout_s) + " +
+               std::to_string(kSetupS / 60) + " min of setup = " + std::to_string(need / 60) +
+               " min",
+           &j.at("timeout_minutes"));
   for (const auto& f : launch_fields())
     if (!s.sources.count(f))
       r.fail(join(join(p, "sources"), f), "is required: name where SGLang sets this launch field",
@@ -251,6 +264,12 @@ void parse_kernels(const Reader& r, const json& j, const std::string& p, Suite& 
   s.ctest.parallel = r.integer(cj, cp, "parallel", 1, 1024, false, 1);
   s.ctest.slots_per_gpu = r.integer(cj, cp, "slots_per_gpu", 1, 64, false, 1);
   s.ctest.timeout_s = r.integer(cj, cp, "timeout_s", 1, 7 * 86400, false, 3600);
+  if (s.timeout_minutes * 60L < s.ctest.timeout_s + kBuildS)
+    r.fail(join(p, "timeout_minutes"),
+           "is shorter than ctest.timeout_s + " + std::to_string(kBuildS / 60) +
+               " min for the container, dependencies and build = " +
+               std::to_string((s.ctest.timeout_s + kBuildS) / 60) + " min",
+           &j.at("timeout_minutes"));
   s.ctest.families = r.strings(cj, cp, "families", true, true);
   static const std::regex family_re("^[a-z][a-z0-9_]*$");
   std::set<std::string> seen;

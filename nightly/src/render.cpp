@@ -78,7 +78,7 @@ std::string suite_job(const std::string& dir, const Registry& reg, Schedule sch,
   }
   const int attempts = 1 + s.retries;
   v["suite_minutes"] =
-      std::to_string(attempts * (s.server.ready_timeout_s + s.run.timeout_s) / 60 + 10);
+      std::to_string(attempts * (s.server.ready_timeout_s + s.run.timeout_s) / 60 + 5);
   return fill(load_template(dir, "job-e2e.yml"), v);
 }
 

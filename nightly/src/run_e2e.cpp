@@ -13,6 +13,7 @@
 #include <iostream>
 #include <thread>
 
+#include "report/gates.hpp"
 #include "suite_run.hpp"
 
 namespace fs = std::filesystem;
@@ -143,7 +144,7 @@ class E2eRun : public SuiteRun {
       const std::string text = g.value("gate", "");
       const std::string verdict = g.value("verdict", "");
       const std::string value =
-          g.contains("value") && g["value"].is_number() ? g["value"].dump() : std::string("—");
+          g.contains("value") && g["value"].is_number() ? eval::format_number(g["value"].get<double>()) : std::string("—");
       gates_md_ += "| `" + text + "` | " + value + " | " + verdict + " |\n";
       if (!g.value("pass", false)) add_failure("gate", text, g.value("detail", verdict));
     }

@@ -157,6 +157,42 @@ std::vector<double> norm_rope_rows_f64(std::span<const bf16> kv, size_t T, const
   return out;
 }
 
+Fp64Bounds norm_rope_bounds(std::span<const bf16> kv, size_t T, const RowLayout& layout,
+                            const NormRope& p) {
+  Fp64Bounds b;
+  b.value = norm_rope_rows_f64(kv, T, layout, p);
+  const size_t W = layout.width, base = W - p.rope_dim;
+  const double n = double(W) / 2 + 10, u = std::ldexp(1.0, -24);
+  const double gamma = n * u / (1 - n * u), bf = std::ldexp(1.0, -8), tiny = std::ldexp(1.0, -134);
+  b.f32.assign(b.value.size(), std::numeric_limits<double>::quiet_NaN());
+  b.stored = b.f32;
+  std::vector<double> y(W);
+  for (size_t t = 0; t < T; ++t) {
+    if (!position_ok(p, p.positions[t])) continue;
+    // The pre-RoPE values, for the pair magnitudes |r*c| + |m*s|.
+    const bf16* x = kv.data() + t * layout.src();
+    double ss = 0;
+    for (size_t j = 0; j < W; ++j) ss += double(bf16_to_f32(x[j])) * double(bf16_to_f32(x[j]));
+    const double inv = 1.0 / std::sqrt(ss / double(W) + double(p.eps));
+    for (size_t j = 0; j < W; ++j) y[j] = double(bf16_to_f32(x[j])) * inv * double(p.weight[j]);
+    const float* cs = p.cos_sin.data() + size_t(p.positions[t]) * p.rope_dim;
+    for (size_t j = 0; j < W; ++j) {
+      const double f = b.value[t * W + j];
+      double m = std::fabs(f);
+      if (j >= base) {
+        const size_t i = (j - base) / 2, r = base + 2 * i;
+        const double c = cs[2 * i], sn = cs[2 * i + 1];
+        m = j == r ? std::fabs(y[r] * c) + std::fabs(y[r + 1] * sn)   // r*c - m*s
+                   : std::fabs(y[r] * sn) + std::fabs(y[r + 1] * c);  // r*s + m*c
+      }
+      const double e = gamma * m;
+      b.f32[t * W + j] = e;
+      b.stored[t * W + j] = bf * (std::fabs(f) + e) + e + tiny;
+    }
+  }
+  return b;
+}
+
 std::vector<float> rope_table(size_t n_pos, size_t rope_dim, double base) {
   if (rope_dim == 0 || rope_dim % 2 != 0)
     bad("rope_dim=" + std::to_string(rope_dim) + " must be a positive even number");

@@ -239,6 +239,7 @@ TEST(Workload, LengthsStayInTheRandomDatasetRangeAndCoverIt) {
 
 TEST(Workload, SeedReproducesAndInputIdsAreExact) {
   WorkloadSpec s;
+  s.dataset = "uniform-ids";
   s.num_prompts = 20;
   s.input_len = 64;
   s.output_len = 16;

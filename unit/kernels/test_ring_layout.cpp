@@ -1,6 +1,8 @@
-// ring_layout kernels against the reference, bitwise on whole poisoned outputs: a shape sweep of
-// every launcher over hostile slots, positions and batch ids; the ring-wrap cycle (prefill, verify,
-// read) through kv_store into a real pool; graph replay; determinism; argument checks.
+// ring_layout kernels against the reference through the kernel-case harness, bitwise on whole
+// poisoned outputs: every launcher over hostile slots, positions and batch ids, swept over token
+// counts and the geometry (window, draft count, ring size, positions up to 2^20, ragged requests,
+// tokens before the first request), eager and graph; the ring-wrap cycle (prefill, verify, read)
+// through kv_store into a real pool; graph replay with new inputs; determinism; argument checks.
 #include "dsv4/kernels/ring_layout.hpp"
 
 #include <gmock/gmock.h>
@@ -11,11 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "dsv4/cases/ring_layout.hpp"
 #include "dsv4/fixtures/compare.hpp"
 #include "dsv4/fixtures/device_buffer.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/fixtures/gpu_test.hpp"
-#include "dsv4/fixtures/replay.hpp"
+#include "dsv4/fixtures/launcher_args.hpp"
 #include "dsv4/kernels/kv_store.hpp"
 #include "dsv4/ref/kv_store.hpp"
 #include "dsv4/ref/ring_layout.hpp"
@@ -33,188 +36,87 @@ using ::testing::HasSubstr;
 constexpr kr::Ring kRing{.ring = 128, .win = 125, .n_slots = 64};
 constexpr rr::Ring kRefRing{.ring = 128, .win = 125, .n_slots = 64};
 
-// Slots: mostly valid, some padding (-1), some hostile (other negatives, n_slots, huge).
-std::vector<int64_t> hostile_slots(fx::Rng& rng, size_t n) {
-  std::vector<int64_t> v = fx::hostile_indices(rng, n, kRing.n_slots,
-                                               {.valid = 0.75,
-                                                .minus_one = 0.1,
-                                                .negative = 0.05,
-                                                .out_of_range = 0.1,
-                                                .unique_valid = false})
-                               .idx;
-  return v;
-}
+// ---- every launcher against the reference, through the kernel-case harness -----------------
 
-// Positions: mostly in [0, 4 rings), a few negative.
-std::vector<int64_t> hostile_positions(fx::Rng& rng, size_t n) {
-  std::vector<int64_t> v(n);
-  for (auto& p : v) p = rng.uniform() < 0.05 ? -rng.range(1, 1000) : rng.range(0, 4 * kRing.ring);
-  return v;
-}
-
-std::vector<uint8_t> bytes_of(const void* p, size_t n) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  return std::vector<uint8_t>(b, b + n);
-}
-
-// Every launcher of the family on one set of device buffers, with the reference's outputs.
-struct LayoutCase {
-  size_t n;  // tokens (T for prefill and token locs, B*V for verify, D for the read side)
-  size_t B, V;
-  DeviceBuffer<int64_t> slot, pos, vpos, fin, req_slot, bslot, loc, vloc, token_slot, token_fin,
-      errors;
-  DeviceBuffer<int32_t> commit, batch, indptr_in, indptr, rows;
-  // reference outputs, each starting from its buffer's poison
-  std::vector<int64_t> loc_want, vloc_want, slot_want, fin_want;
-  std::vector<int32_t> indptr_want, rows_want;
-  int64_t errors_want = 0;
-
-  LayoutCase(size_t n_, size_t v_)
-      : n(n_),
-        B(std::max<size_t>(1, n_ / v_)),
-        V(v_),
-        slot(n_, "slot"),
-        pos(n_, "pos"),
-        vpos(B * v_, "verify pos"),
-        fin(n_, "final_pos"),
-        req_slot(B, "req_slot"),
-        bslot(B, "batch slot"),
-        loc(n_, "loc"),
-        vloc(B * v_, "verify loc"),
-        token_slot(n_, "token_slot"),
-        token_fin(n_, "token final_pos"),
-        errors(1, "errors"),
-        commit(B, "commit_len"),
-        batch(n_, "batch_id"),
-        indptr_in(B + 1, "prefill indptr"),
-        indptr(n_ + 1, "indptr"),
-        rows(n_ * size_t(kRing.win), "rows") {}
-
-  void draw(fx::Rng& rng) {
-    slot.upload(hostile_slots(rng, n));
-    pos.upload(hostile_positions(rng, n));
-    vpos.upload(hostile_positions(rng, B * V));
-    std::vector<int64_t> f(n);  // final positions near the token's, or none (-1)
-    for (size_t t = 0; t < n; ++t)
-      f[t] = rng.uniform() < 0.1 ? -1 : pos.host()[t] + rng.range(0, 2 * kRing.ring);
-    fin.upload(f);
-    req_slot.upload(hostile_slots(rng, B));
-    bslot.upload(hostile_slots(rng, B));
-    std::vector<int32_t> c(B);  // commit lengths: none, all, some, and out of [0, V]
-    for (auto& x : c) x = int32_t(rng.range(-2, int64_t(V) + 2));
-    commit.upload(c);
-    std::vector<int32_t> b(n);  // batch ids: mostly valid, padding, hostile
-    for (auto& x : b) {
-      const double u = rng.uniform();
-      x = u < 0.8    ? int32_t(rng.range(0, int64_t(B) - 1))
-          : u < 0.9  ? -1
-          : u < 0.95 ? -7
-                     : int32_t(B);
-    }
-    batch.upload(b);
-    std::vector<int32_t> ip = {0};  // ragged requests, graph padding after; sometimes past T
-    for (size_t i = 0; i < B; ++i)
-      ip.push_back(
-          std::min<int32_t>(int32_t(n), ip.back() + int32_t(rng.range(0, 2 * int64_t(V)))));
-    if (n > 0 && rng.uniform() < 0.5) ip.back() = int32_t(n) + 5;
-    indptr_in.upload(ip);
-  }
-  void reset(gpu::Stream s) {
-    for (auto* b : {&loc, &vloc, &token_slot, &token_fin}) b->poison(s);
-    for (auto* b : {&indptr, &rows}) b->poison(s);
-    kernels::reset_errors(errors.data(), s);
-  }
-  void enqueue(gpu::Stream s) {
-    kr::token_locs(slot.data(), pos.data(), fin.data(), int64_t(n), kRing, loc.data(),
-                   errors.data(), s);
-    kr::verify_locs(bslot.data(), vpos.data(), commit.data(), int64_t(B), int64_t(V), kRing,
-                    vloc.data(), errors.data(), s);
-    kr::window_rows(batch.data(), pos.data(), int64_t(n), bslot.data(), int64_t(B), kRing,
-                    indptr.data(), rows.data(), errors.data(), s);
-    kr::prefill_slots(req_slot.data(), indptr_in.data(), int64_t(B), pos.data(), int64_t(n),
-                      token_slot.data(), token_fin.data(), errors.data(), s);
-  }
-  void reference() {
-    loc_want.assign(n, loc.poison_value());
-    vloc_want.assign(B * V, vloc.poison_value());
-    slot_want.assign(n, token_slot.poison_value());
-    fin_want.assign(n, token_fin.poison_value());
-    indptr_want.assign(n + 1, indptr.poison_value());
-    rows_want.assign(rows.size(), rows.poison_value());
-    errors_want = rr::token_locs(slot.host(), pos.host(), fin.host(), kRefRing, loc_want);
-    errors_want +=
-        rr::verify_locs(bslot.host(), vpos.host(), commit.host(), V, kRefRing, vloc_want);
-    errors_want +=
-        rr::window_rows(batch.host(), pos.host(), bslot.host(), kRefRing, indptr_want, rows_want);
-    errors_want +=
-        rr::prefill_slots(req_slot.host(), indptr_in.host(), pos.host(), slot_want, fin_want);
-  }
-  void check(gpu::Stream s) {
-    EXPECT_TRUE(fx::bitwise_equal(loc.download(s), loc_want, Shape{n}, {.name = "token loc"}));
-    EXPECT_TRUE(
-        fx::bitwise_equal(vloc.download(s), vloc_want, Shape{B, V}, {.name = "verify loc"}));
-    EXPECT_TRUE(
-        fx::bitwise_equal(indptr.download(s), indptr_want, Shape{n + 1}, {.name = "indptr"}));
-    EXPECT_TRUE(
-        fx::bitwise_equal(rows.download(s), rows_want, Shape{rows.size()}, {.name = "rows"}));
-    EXPECT_TRUE(
-        fx::bitwise_equal(token_slot.download(s), slot_want, Shape{n}, {.name = "token_slot"}));
-    EXPECT_TRUE(
-        fx::bitwise_equal(token_fin.download(s), fin_want, Shape{n}, {.name = "token final_pos"}));
-    EXPECT_EQ(kernels::read_errors(errors.data(), s), errors_want) << "error counter";
-    for (auto* b : {&slot, &pos, &vpos, &fin, &req_slot, &bslot, &loc, &vloc, &token_slot,
-                    &token_fin, &errors})
-      EXPECT_TRUE(b->guards_intact());
-    for (auto* b : {&commit, &batch, &indptr_in, &indptr, &rows}) EXPECT_TRUE(b->guards_intact());
-  }
-  std::vector<uint8_t> outputs(gpu::Stream s) {
-    std::vector<uint8_t> out;
-    auto add = [&](auto& buf) {
-      buf.download(s);
-      const auto b = bytes_of(buf.host().data(), buf.bytes());
-      out.insert(out.end(), b.begin(), b.end());
-    };
-    add(loc), add(vloc), add(token_slot), add(token_fin), add(indptr), add(rows);
-    const int64_t e = kernels::read_errors(errors.data(), s);
-    const auto eb = bytes_of(&e, sizeof e);
-    out.insert(out.end(), eb.begin(), eb.end());
-    return out;
-  }
+struct SweepParam {
+  cases::RingLayoutShape shape;
+  fx::Launch launch = fx::Launch::kEager;
 };
+void PrintTo(const SweepParam& p, std::ostream* os) {
+  *os << p.shape.str() << " " << fx::launch_name(p.launch);
+}
+std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
+  const auto& s = i.param.shape;
+  std::string n = "N" + std::to_string(s.n) + "_V" + std::to_string(s.V) + "_win" +
+                  std::to_string(s.win) + "_ring" + std::to_string(s.ring_size());
+  if (s.max_pos) n += "_maxpos" + std::to_string(s.max_pos);
+  if (s.first_offset) n += "_first" + std::to_string(s.first_offset);
+  if (s.max_request) n += "_req" + std::to_string(s.max_request);
+  return n + (i.param.launch == fx::Launch::kGraph ? "_graph" : "");
+}
+// Token counts, fixed and seeded random, in DSpark's geometry ...
+std::vector<SweepParam> size_params() {
+  std::vector<SweepParam> v;
+  for (int64_t n : fx::with_random_sizes({0, 1, 7, 64, 4096, 65536}, 2, 2, 20000, 2))
+    v.push_back({{.n = n}});
+  for (int64_t n : {7, 4096}) v.push_back({{.n = n}, fx::Launch::kGraph});
+  return v;
+}
+// ... and the geometry: window, draft count, ring size (DSpark's win + V - 1, or larger),
+// positions up to 2^20, ragged requests after tokens of no request (indptr[0] > 0).
+std::vector<SweepParam> geometry_params() {
+  std::vector<SweepParam> v;
+  for (int64_t win : {1, 8, 125, 512})
+    for (int64_t V : {1, 4, 8})
+      for (int64_t extra : {0, 5})
+        v.push_back({{.n = 777,
+                      .V = V,
+                      .win = win,
+                      .ring = win + V - 1 + extra,
+                      .n_slots = 37,
+                      .max_pos = int64_t(1) << 20,
+                      .first_offset = 3 + V,
+                      .max_request = 3 * V + 1}});
+  v.push_back({{.n = 513, .first_offset = 200, .max_request = 40}});
+  v.push_back({{.n = 4096, .V = 8, .win = 64, .max_pos = int64_t(1) << 20}, fx::Launch::kGraph});
+  return v;
+}
 
-class RingLayoutSweep : public fx::GpuTestWithParam<int64_t> {};
+class RingLayoutSweep : public fx::GpuTestWithParam<SweepParam> {};
 
 TEST_P(RingLayoutSweep, EveryLauncherMatchesReference) {
-  const int64_t n = GetParam();
-  const uint64_t seed = fx::test_seed();
-  DSV4_CASE(seed, "tokens=" << n << " V=4 ring=128 win=125");
-  fx::Rng rng(seed);
-  LayoutCase c(size_t(n), 4);
-  c.draw(rng);
-  c.reset(stream());
-  c.enqueue(stream());
-  c.reference();
-  c.check(stream());
+  fx::expect_case(cases::RingLayoutCase(GetParam().shape), stream(), {.launch = GetParam().launch});
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, RingLayoutSweep,
-                         ::testing::Values<int64_t>(0, 1, 7, 64, 4096, 65536),
-                         [](const auto& i) { return "N" + std::to_string(i.param); });
+INSTANTIATE_TEST_SUITE_P(Sizes, RingLayoutSweep, ::testing::ValuesIn(size_params()), sweep_name);
+INSTANTIATE_TEST_SUITE_P(Geometry, RingLayoutSweep, ::testing::ValuesIn(geometry_params()),
+                         sweep_name);
 
 class RingLayout : public fx::GpuTest {};
 
 TEST_F(RingLayout, GraphReplayMatchesEagerAndIsDeterministic) {
   const uint64_t seed = fx::test_seed();
-  DSV4_CASE(seed, "tokens=2048 V=4");
+  const cases::RingLayoutCase c({.n = 2048});
+  DSV4_CASE(seed, c.name());
+  EXPECT_TRUE(fx::check_graph_replay(c, seed, stream()));
+  EXPECT_TRUE(fx::check_deterministic(c, seed, stream(), 20));
+}
+
+// Tokens before the first request (indptr[0] > 0) and after the last get -1 / -1, and count
+// nothing; every request's tokens get its slot and its last position.
+TEST_F(RingLayout, TokensOutsideEveryRequestGetNoSlot) {
+  const uint64_t seed = fx::test_seed();
+  const cases::RingLayoutCase c({.n = 300, .first_offset = 100, .max_request = 20});
+  DSV4_CASE(seed, c.name());
   fx::Rng rng(seed);
-  LayoutCase c(2048, 4);
-  fx::LaunchCase lc;
-  lc.write_inputs = [&](int, gpu::Stream) { c.draw(rng); };
-  lc.reset_outputs = [&](gpu::Stream s) { c.reset(s); };
-  lc.launch = [&](gpu::Stream s) { c.enqueue(s); };
-  lc.read_outputs = [&](gpu::Stream s) { return c.outputs(s); };
-  EXPECT_TRUE(fx::graph_replay_matches_eager(lc, stream()));
-  EXPECT_TRUE(fx::deterministic(lc, stream(), 20));
+  fx::Tensors in = c.draw(rng);
+  auto ip = fx::values_of<int32_t>(in.at("prefill_indptr"));
+  ip[ip.size() - 1] = std::min<int32_t>(ip[ip.size() - 1], 300);  // no request past T
+  fx::CaseRun run;
+  ASSERT_TRUE(fx::check_case(c, in, seed, stream(), {}, &run));
+  ASSERT_EQ(ip[0], 100);
+  const auto slot = run.got.at("token_slot").values<int64_t>();
+  for (int32_t t = 0; t < ip[0]; ++t) EXPECT_EQ(slot[size_t(t)], -1) << "token " << t;
 }
 
 TEST_F(RingLayout, NoDecodeTokensStillWritesTheFirstOffset) {
@@ -347,14 +249,7 @@ TEST_F(RingLayout, RingWrapCycleThroughThePool) {
 
 // ---- launcher argument checks (no device needed) ------------------------------------------
 
-std::string launch_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "no invalid_argument";
-}
+using fx::launch_error;
 
 TEST(RingLayoutLauncher, EmptyBatchesLaunchNothing) {
   EXPECT_NO_THROW(kr::token_locs(nullptr, nullptr, nullptr, 0, kRing, nullptr, nullptr, nullptr));
@@ -367,9 +262,9 @@ TEST(RingLayoutLauncher, EmptyBatchesLaunchNothing) {
 }
 
 TEST(RingLayoutLauncher, BadArgumentsNameTheField) {
-  auto* p64 = reinterpret_cast<int64_t*>(uintptr_t(4096));
-  auto* p32 = reinterpret_cast<int32_t*>(uintptr_t(4096));
-  auto locs = [&](kr::Ring g, int64_t T = 4, int64_t* loc = reinterpret_cast<int64_t*>(4096)) {
+  auto* p64 = fx::fake<int64_t>();
+  auto* p32 = fx::fake<int32_t>();
+  auto locs = [&](kr::Ring g, int64_t T = 4, int64_t* loc = fx::fake<int64_t>()) {
     return launch_error([&] { kr::token_locs(p64, p64, nullptr, T, g, loc, p64, nullptr); });
   };
   EXPECT_THAT(locs({.ring = 8, .win = 0, .n_slots = 1}), HasSubstr("win=0"));

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace dsv4::nightly::test {
 
 // A fresh directory under /tmp, removed with its contents when the object goes.
@@ -82,6 +84,29 @@ inline bool process_alive(long pid) {
   std::getline(stat, line);
   const size_t close = line.rfind(')');
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
+// A registry document around `suites` with every required top-level field.
+inline nlohmann::json registry_doc(const nlohmann::json& suites) {
+  return {{"schema", 2},
+          {"nightly",
+           {{"cron", "0 2 * * *"},
+            {"weekly_cron", "0 4 * * 6"},
+            {"repository", "o/r"},
+            {"tools", {{"image", "debian:12"}, {"max_glibc", "2.35"}, {"max_glibcxx", "3.4.30"}}},
+            {"hf_cache", {{"host_path", "/h"}, {"mount", "/m"}, {"hf_home", "/m/hf"}}},
+            {"sglang", {{"repository", "a/b"}, {"ref", "main"}, {"install", "true"}}}}},
+          {"pr", {{"deps_command", "true"}, {"test_command", "true"}, {"hip_image", "rocm"}}},
+          {"suites", suites}};
+}
+
+// An e2e suite's required `sources`, each naming a stand-in.
+inline nlohmann::json e2e_sources() {
+  nlohmann::json s = nlohmann::json::object();
+  for (const char* f : {"container.image", "env", "server.model", "server.command", "server.env",
+                        "server.ready_timeout_s", "run.gates"})
+    s[f] = "test";
+  return s;
 }
 
 }  // namespace dsv4::nightly::test

@@ -74,16 +74,9 @@ class RunSuite : public ::testing::Test {
     json e2e = {
         {"kind", "e2e"},
         {"runs_on", "linux-mi35x-gpu-8"},
-        {"timeout_minutes", 10},
+        {"timeout_minutes", 40},
         {"container", {{"image", "img"}}},
-        {"sources",
-         {{"container.image", "t"},
-          {"env", "t"},
-          {"server.model", "t"},
-          {"server.command", "t"},
-          {"server.env", "t"},
-          {"server.ready_timeout_s", "t"},
-          {"run.gates", "t"}}},
+        {"sources", test::e2e_sources()},
         {"server",
          {{"model", "org/model"},
           {"command",
@@ -113,7 +106,7 @@ class RunSuite : public ::testing::Test {
     missing["run"]["command"] = {"dsv4-eval-absent", "--url", "{url}"};
     json kernels = {{"kind", "kernels"},
                     {"runs_on", "linux-mi35x-gpu-8"},
-                    {"timeout_minutes", 10},
+                    {"timeout_minutes", 70},
                     {"container", {{"image", "rocm"}}},
                     {"build", {{"preset", "hip"}}},
                     {"ctest",
@@ -132,20 +125,10 @@ class RunSuite : public ::testing::Test {
     kfail["ctest"]["test_dir"] = "ct-fail";
     knogpu["name"] = "kernels-no-gpu";
     knogpu["env"] = {{"FAKE_NO_GPU", "1"}};
-    json doc = {
-        {"schema", 2},
-        {"nightly",
-         {{"cron", "0 2 * * *"},
-          {"weekly_cron", "0 4 * * 6"},
-          {"repository", "o/r"},
-          {"tools", {{"image", "debian:12"}, {"max_glibc", "2.35"}, {"max_glibcxx", "3.4.30"}}},
-          {"hf_cache", {{"host_path", "/h"}, {"mount", "/m"}, {"hf_home", "/m/hf"}}},
-          {"sglang", {{"repository", "a/b"}, {"ref", "main"}, {"install", "true"}}}}},
-        {"pr", {{"deps_command", "true"}, {"test_command", "true"}, {"hip_image", "rocm"}}},
-        {"suites",
-         {with("e2e-green", json::object()), with("e2e-gate", {{"FAKE_RUN_EXIT", "1"}}),
-          with("e2e-not-ready", {{"FAKE_READY_EXIT", "3"}}), fixed_port, timeout, missing, retried,
-          cached, kernels, kfail, knogpu}}};
+    json doc = test::registry_doc({with("e2e-green", json::object()),
+                                   with("e2e-gate", {{"FAKE_RUN_EXIT", "1"}}),
+                                   with("e2e-not-ready", {{"FAKE_READY_EXIT", "3"}}), fixed_port,
+                                   timeout, missing, retried, cached, kernels, kfail, knogpu});
     reg_ = parse_registry(doc, "test-suites.json");
   }
 

@@ -31,16 +31,9 @@ class RunSuiteEndToEnd : public ::testing::Test {
     json suite = {{"name", "e2e-test-server"},
                   {"kind", "e2e"},
                   {"runs_on", "linux-mi35x-gpu-8"},
-                  {"timeout_minutes", 5},
+                  {"timeout_minutes", 40},
                   {"container", {{"image", "img"}}},
-                  {"sources",
-                   {{"container.image", "t"},
-                    {"env", "t"},
-                    {"server.model", "t"},
-                    {"server.command", "t"},
-                    {"server.env", "t"},
-                    {"server.ready_timeout_s", "t"},
-                    {"run.gates", "t"}}},
+                  {"sources", test::e2e_sources()},
                   {"server",
                    {{"model", "dsv4/test-model"},
                     {"command", server},
@@ -52,17 +45,7 @@ class RunSuiteEndToEnd : public ::testing::Test {
                       "40", "--parallel", "8", "--progress-interval", "0", "--out", "{out}"}},
                     {"gates", {"accuracy>0.92", "accept_length>3.0"}},
                     {"timeout_s", 60}}}};
-    json doc = {
-        {"schema", 2},
-        {"nightly",
-         {{"cron", "0 2 * * *"},
-          {"weekly_cron", "0 4 * * 6"},
-          {"repository", "o/r"},
-          {"tools", {{"image", "debian:12"}, {"max_glibc", "2.35"}, {"max_glibcxx", "3.4.30"}}},
-          {"hf_cache", {{"host_path", "/h"}, {"mount", "/m"}, {"hf_home", "/m/hf"}}},
-          {"sglang", {{"repository", "a/b"}, {"ref", "main"}, {"install", "true"}}}}},
-        {"pr", {{"deps_command", "true"}, {"test_command", "true"}, {"hip_image", "rocm"}}},
-        {"suites", {suite}}};
+    json doc = test::registry_doc(json::array({suite}));
     return parse_registry(doc, "e2e-test-suites.json");
   }
 

@@ -250,48 +250,5 @@ TEST_F(Replay, DeviceModeWithoutAGpuExitsThree) {
   EXPECT_THAT(r.report, HasSubstr("--device needs a GPU: " + why));
 }
 
-// On a GPU: the smoke kernel's planted one-ULP and swap faults produce a case whose device replay
-// reproduces the kernel's output bit for bit and reports the test's mismatch.
-class ReplayOnDevice : public Replay {
- protected:
-  void SetUp() override {
-    std::string why;
-    if (!gpu::available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
-    Replay::SetUp();
-  }
-};
-
-TEST_F(ReplayOnDevice, PlantedKernelFaultReplaysToTheSameMismatch) {
-  fx::Rng rng(seed_);
-  const size_t n = 1000;
-  DSV4_CASE(seed_, "n=" << n);
-  for (const auto& [fault, at] : std::vector<std::pair<int32_t, int64_t>>{{5, 17}, {4, 500}}) {
-    SCOPED_TRACE("fault " + std::to_string(fault) + " at " + std::to_string(at));
-    fx::Case c = smoke_case(fx::uniform_f32(rng, n, -4, 4), {});
-    c.inputs["fault"] = st::Tensor::scalar(fault);
-    c.inputs["at"] = st::Tensor::scalar(at);
-    c.name = "fault=" + std::to_string(fault);
-    const DeviceRun dev = find_family("smoke")->device(c);
-    const auto got = dev.outputs.at("out").values<float>();
-    const auto want = c.want.at("out").values<float>();
-    fx::Options opt;
-    opt.name = "out";
-    const auto check = fx::bitwise_equal(got, want, fx::Shape{n}, opt);
-    ASSERT_FALSE(check) << "the planted fault must make the kernel wrong";
-    c.got["out"] = dev.outputs.at("out");
-    const auto hooked = fx::save_case_on_failure(check, c);
-    const std::string file = fx::case_path(c.name);
-    ASSERT_TRUE(fs::exists(file)) << hooked.message();
-    for (Mode m : {Mode::kDevice, Mode::kReference}) {
-      const Result r = run({file, "", m});
-      EXPECT_EQ(r.exit_code, 1) << r.report;
-      EXPECT_EQ(r.mismatches.at("out"), check.message()) << r.report;
-      if (m == Mode::kDevice) {
-        EXPECT_THAT(r.report, HasSubstr("reproduces the stored got.out bit for bit"));
-      }
-    }
-  }
-}
-
 }  // namespace
 }  // namespace dsv4::replay

@@ -7,6 +7,7 @@
 #include "gsm8k/gsm8k_data.hpp"
 #include "gsm8k/gsm8k_run.hpp"
 #include "http/download.hpp"
+#include "http/http_client.hpp"
 
 namespace dsv4::eval {
 namespace {
@@ -28,15 +29,22 @@ int gsm8k_main(int argc, char** argv) {
                      "3 could not run.");
   // clang-format off
   o.add_options()
-    ("url", "server base URL", cxxopts::value<std::string>()->default_value("http://127.0.0.1:30000"))
+    ("url", "server base URL (else --host and --port)", cxxopts::value<std::string>()->default_value("http://127.0.0.1:30000"))
+    ("host", "server host, as bench_sglang's --host (a scheme may lead)", cxxopts::value<std::string>()->default_value("http://127.0.0.1"))
+    ("port", "server port, as bench_sglang's --port", cxxopts::value<long long>()->default_value("30000"))
+    ("api-key", "bearer token for every request (default: $OPENAI_API_KEY)", cxxopts::value<std::string>())
+    ("thinking", "chat: thinking on or off through chat_template_kwargs (default: the template's)", cxxopts::value<std::string>())
+    ("result-file", "append bench_sglang's JSON result line to this file", cxxopts::value<std::string>())
+    ("protocol", "bench-sglang (benchmark/gsm8k) or simple-eval (SGLang's simple_eval_gsm8k: chat, the questions after the shots, no stops, sign and decimals kept)", cxxopts::value<std::string>()->default_value("bench-sglang"))
     ("api", "sglang | openai-completions | openai-chat", cxxopts::value<std::string>()->default_value("sglang"))
     ("model", "model name for OpenAI APIs (default: first id of /v1/models)", cxxopts::value<std::string>())
-    ("data", "local GSM8K JSONL (default: the canonical test set, downloaded and cached)", cxxopts::value<std::string>())
+    ("data-path", "local GSM8K JSONL, as bench_sglang's --data-path (default: the canonical test set, downloaded and cached)", cxxopts::value<std::string>())
+    ("data", "the same as --data-path", cxxopts::value<std::string>())
     ("data-url", "URL of the test set", cxxopts::value<std::string>()->default_value(gsm8k::kCanonicalUrl))
     ("data-sha256", "expected sha256 of the downloaded test set (checked for --data too when given)", cxxopts::value<std::string>())
     ("cache-dir", "download cache", cxxopts::value<std::string>())
     ("shots-from", "take the shots from this file instead of the data's first lines", cxxopts::value<std::string>())
-    ("num-questions", "questions to ask, the data's first N (0: all)", cxxopts::value<long long>()->default_value("1319"))
+    ("num-questions", "questions to ask, the data's first N (0: all); bench_sglang's default is 200, this one the whole test set the nightly gates are set on", cxxopts::value<long long>()->default_value("1319"))
     ("num-shots", "few-shot examples in each prompt", cxxopts::value<long long>()->default_value("5"))
     ("parallel", "requests in flight", cxxopts::value<long long>()->default_value("64"))
     ("max-new-tokens", "generation limit", cxxopts::value<long long>()->default_value("512"))
@@ -73,7 +81,15 @@ int gsm8k_main(int argc, char** argv) {
                                     " must be >= " + std::to_string(lo));
       return v;
     };
-    c.url = normalize_base_url(r["url"].as<std::string>());
+    c.url = base_url_from(r);
+    set_api_key(api_key_from(r.count("api-key") ? r["api-key"].as<std::string>() : ""));
+    if (r.count("thinking")) {
+      const std::string t = r["thinking"].as<std::string>();
+      if (t != "on" && t != "off")
+        throw std::invalid_argument("--thinking '" + t + "' is not on or off");
+      c.thinking = t == "on";
+    }
+    if (r.count("result-file")) c.result_file = r["result-file"].as<std::string>();
     const std::string api = r["api"].as<std::string>();
     const auto parsed_api = parse_api(api);
     if (!parsed_api)
@@ -81,7 +97,10 @@ int gsm8k_main(int argc, char** argv) {
                                   "' is not one of sglang, openai-completions, openai-chat");
     c.api = *parsed_api;
     if (r.count("model")) c.model = r["model"].as<std::string>();
-    if (r.count("data")) c.data_path = r["data"].as<std::string>();
+    if (r.count("data") && r.count("data-path"))
+      throw std::invalid_argument("--data and --data-path name the same file; give one");
+    for (const char* k : {"data", "data-path"})
+      if (r.count(k)) c.data_path = r[k].as<std::string>();
     c.data_url = r["data-url"].as<std::string>();
     if (r.count("data-sha256")) {
       c.data_sha256 = r["data-sha256"].as<std::string>();
@@ -102,7 +121,15 @@ int gsm8k_main(int argc, char** argv) {
     if (!(c.temperature >= 0))
       throw std::invalid_argument("--temperature " + std::to_string(c.temperature) +
                                   " must be >= 0");
-    c.stops = r.count("stop") ? r["stop"].as<std::vector<std::string>>() : gsm8k::default_stops();
+    const std::string protocol = r["protocol"].as<std::string>();
+    if (protocol != "bench-sglang" && protocol != "simple-eval")
+      throw std::invalid_argument("--protocol '" + protocol +
+                                  "' is not one of bench-sglang, simple-eval");
+    c.simple_eval = protocol == "simple-eval";
+    if (c.simple_eval && !r.count("api")) c.api = Api::kOpenAIChat;  // its sampler is chat
+    c.stops = r.count("stop") ? r["stop"].as<std::vector<std::string>>()
+              : c.simple_eval ? std::vector<std::string>{}
+                              : gsm8k::default_stops();
     c.stream = r.count("stream") > 0;
     c.incremental_stream = r.count("incremental-stream") > 0;
     if (r.count("gate")) {

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <fstream>
 
 namespace dsv4::eval::gsm8k {
@@ -102,6 +103,35 @@ std::string format_example(const Record& r, bool with_answer) {
   std::string s = "Question: " + r.question + "\nAnswer:";
   if (with_answer) s += " " + r.answer;
   return s;
+}
+
+std::optional<double> simple_eval_answer(std::string_view text) {
+  std::string s;
+  for (char ch : text)
+    if (ch != ',') s += ch;
+  std::optional<std::string> last;
+  auto digit = [&](size_t i) { return i < s.size() && s[i] >= '0' && s[i] <= '9'; };
+  for (size_t i = 0; i < s.size();) {
+    const size_t start = i;
+    size_t j = i + (s[i] == '-' ? 1 : 0);
+    if (!digit(j)) {
+      ++i;
+      continue;
+    }
+    while (digit(j)) ++j;
+    if (j < s.size() && s[j] == '.') {
+      ++j;
+      while (digit(j)) ++j;
+    }
+    last = s.substr(start, j - start);
+    i = j;
+  }
+  if (!last) return std::nullopt;
+  const std::string& m = *last;
+  const bool is_float = m.find('.') != std::string::npos;
+  const size_t d = m[0] == '-' ? 1 : 0;
+  if (!is_float && m.size() - d > 1 && m[d] == '0') return std::nullopt;  // "007": SyntaxError
+  return std::strtod(m.c_str(), nullptr);
 }
 
 std::string few_shot_prefix(const std::vector<Record>& shots) {

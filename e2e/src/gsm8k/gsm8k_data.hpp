@@ -51,6 +51,13 @@ std::vector<Record> load_jsonl(const std::string& path);
 // "$1,000" gives 1000. lm-eval's gsm8k "flexible-extract" differs: it takes the last match of
 // (-?[$0-9.,]{2,})|(-?[0-9]+), keeps the minus sign and the decimal point ("-5", "3.50"), strips
 // '$', ',' and one trailing '.', and compares strings; its "strict-match" reads only "#### N".
+// SGLang's current simple_eval_gsm8k rule (python/sglang/test/simple_eval_gsm8k.py,
+// get_answer_value): commas removed, the last match of -?\d+\.?\d* read as a Python literal, so
+// the sign and the decimals stay ("-5" gives -5, "3.50" gives 3.5, "5." gives 5); an integer with a
+// leading zero ("007") is INVALID (literal_eval rejects it). Nothing is cut at stop strings. The
+// value, compared numerically with the answer's own value (the same rule over the worked answer).
+std::optional<double> simple_eval_answer(std::string_view text);
+
 std::optional<std::string> extract_answer(std::string_view output,
                                           const std::vector<std::string>& stops = default_stops());
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "report/accept_length.hpp"
 #include "report/results_log.hpp"
 
 namespace dsv4::eval {
@@ -11,13 +12,23 @@ using json = nlohmann::json;
 
 json make_gsm8k_record(size_t index, const std::string& prompt_hash, const std::string& label,
                        const Completion& c, const std::vector<std::string>& stops, double latency_s,
-                       int attempts) {
-  const auto pred = gsm8k::extract_answer(c.text, stops);
+                       int attempts, std::optional<double> simple_eval_label) {
+  std::optional<std::string> pred;
+  bool correct = false;
+  if (simple_eval_label) {
+    if (const auto v = gsm8k::simple_eval_answer(c.text)) {
+      pred = format_number(*v, 15);
+      correct = *v == *simple_eval_label;
+    }
+  } else {
+    pred = gsm8k::extract_answer(c.text, stops);
+    correct = pred && *pred == label;
+  }
   json r = {{"index", index},
             {"prompt_sha256", prompt_hash},
             {"label", label},
             {"pred", pred ? json(*pred) : json(nullptr)},
-            {"correct", pred && *pred == label},
+            {"correct", correct},
             {"invalid", !pred},
             {"output", c.text},
             {"completion_tokens", c.completion_tokens ? json(*c.completion_tokens) : json(nullptr)},
@@ -140,26 +151,12 @@ Gsm8kSummary summarize_gsm8k(const std::vector<gsm8k::Record>& questions,
     else if (v_sum > 0)
       per_rank[r] = t_sum / v_sum;
   }
-  double acc_sum = 0, acc_min = INFINITY;
-  size_t acc_n = 0;
-  for (size_t r = 0; r < ranks; ++r)
-    if (per_rank[r]) {
-      put("accept_length_rank" + std::to_string(r), *per_rank[r]);
-      acc_sum += *per_rank[r];
-      acc_min = std::min(acc_min, *per_rank[r]);
-      ++acc_n;
-    }
-  if (acc_n) {
-    put("accept_length", acc_sum / double(acc_n));
-    put("accept_length_min", acc_min);
-  } else {
-    const std::string why =
-        accept_rows.empty() ? "no /server_info was read after a run"
-                            : "speculative decoding off (no avg_spec_accept_length in /server_info "
-                              "internal_states)";
-    miss["accept_length"] = why;
-    miss["accept_length_min"] = why;
-  }
+  s.accept_note = put_accept_metrics(
+      per_rank,
+      accept_rows.empty() ? "no /server_info was read after a run"
+                          : "speculative decoding off (no avg_spec_accept_length in /server_info "
+                            "internal_states)",
+      m, miss);
 
   ReportTable outcomes{"Outcomes", {"correct", "wrong", "invalid", "unanswered", "questions"}, {}};
   outcomes.rows.push_back({std::to_string(s.correct), std::to_string(s.wrong),
@@ -212,8 +209,6 @@ void fill_gsm8k_report(RunReport& report, const Gsm8kSummary& s, const Invocatio
       {"latency_max", "s", "per-request latency, max"},
       {"completion_tokens_total", "tok", "sum of completion_tokens"},
       {"completion_tokens_mean", "tok", "mean completion_tokens"},
-      {"accept_length", "", "server avg_spec_accept_length, mean over DP ranks"},
-      {"accept_length_min", "", "server avg_spec_accept_length, lowest DP rank"},
       {"request_accept_length_mean", "", "mean of completion_tokens / spec_verify_ct"},
       {"request_accept_length_p10", "", "per-request accept length, p10"},
       {"request_accept_length_p50", "", "per-request accept length, median"},
@@ -232,11 +227,17 @@ void fill_gsm8k_report(RunReport& report, const Gsm8kSummary& s, const Invocatio
     if (auto it = s.metrics.find(d.name); it != s.metrics.end()) m.value = it->second;
     if (auto it = s.missing.find(d.name); it != s.missing.end()) {
       m.note = it->second;
-      if ((m.name == "accept_length" || m.name == "accept_length_min") && !accept_note.empty())
-        m.note = accept_note;
     }
     report.metrics.push_back(m);
   }
+  for (const auto& [name, what] : accept_metric_definitions()) {
+    ReportMetric m{name, std::nullopt, "", what, ""};
+    if (auto it = s.metrics.find(name); it != s.metrics.end()) m.value = it->second;
+    if (auto it = s.missing.find(name); it != s.missing.end())
+      m.note = accept_note.empty() ? it->second : accept_note;
+    report.metrics.push_back(m);
+  }
+  if (!s.accept_note.empty()) report.notes.push_back(s.accept_note);
   for (const auto& [k, v] : s.metrics)
     if (k.rfind("accept_length_rank", 0) == 0)
       report.metrics.push_back(

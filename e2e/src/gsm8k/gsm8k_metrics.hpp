@@ -32,7 +32,10 @@ struct InvocationStats {
 nlohmann::json make_gsm8k_record(size_t index, const std::string& prompt_hash,
                                  const std::string& label, const Completion& c,
                                  const std::vector<std::string>& stops, double latency_s,
-                                 int attempts);
+                                 int attempts,
+                                 std::optional<double> simple_eval_label = std::nullopt);
+// With simple_eval_label (the protocol simple-eval), pred is gsm8k::simple_eval_answer of the
+// whole output and correct is numeric equality with it; otherwise the bench_sglang rule.
 
 struct Gsm8kSummary {
   Metrics metrics;
@@ -40,6 +43,7 @@ struct Gsm8kSummary {
   std::vector<ReportMetric> report_metrics;
   std::vector<ReportTable> tables;
   size_t correct = 0, wrong = 0, invalid = 0, unanswered = 0;
+  std::string accept_note;  // DP ranks left out of the accept-length figures, or ""
 };
 
 // accept_rows: server_accept.jsonl rows, one per invocation that read /server_info:

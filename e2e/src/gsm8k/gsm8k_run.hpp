@@ -2,6 +2,7 @@
 // results, resume, metrics, gates and reports.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ struct Gsm8kConfig {
   double temperature = 0;
   std::vector<std::string> stops;
   bool stream = false;
+  std::optional<bool> thinking;  // chat: chat_template_kwargs thinking switch
+  // bench-sglang: benchmark/gsm8k's questions (the first N, shots included) and rule;
+  // simple-eval: simple_eval_gsm8k's (the N after the shots, sign and decimals kept, no stop cut).
+  bool simple_eval = false;
+  std::string result_file;  // append bench_sglang's result line here
   bool incremental_stream = false;
   std::vector<Gate> gates;
   std::string out_dir;

@@ -6,9 +6,11 @@
 #include <curl/curl.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 
 #include <algorithm>
 #include <chrono>
@@ -62,6 +64,8 @@ bool is_retryable(HttpErrorKind kind) {
 }
 
 namespace {
+
+std::string g_api_key;
 
 void global_init() {
   static std::once_flag once;
@@ -543,14 +547,17 @@ uint64_t HttpClient::submit(HttpRequest request) {
   t->res.submit_s = monotonic_seconds();
   t->req = std::move(request);
   if (t->req.max_attempts < 1) t->req.max_attempts = 1;
-  bool has_type = false;
+  bool has_type = false, has_auth = false;
   for (const auto& h : t->req.headers) {
     t->headers = curl_slist_append(t->headers, h.c_str());
     if (strncasecmp(h.c_str(), "content-type:", 13) == 0) has_type = true;
+    if (strncasecmp(h.c_str(), "authorization:", 14) == 0) has_auth = true;
   }
   if (t->req.method == "POST" && !has_type)
     t->headers = curl_slist_append(t->headers, "Content-Type: application/json");
   t->headers = curl_slist_append(t->headers, "Expect:");
+  if (!has_auth && !g_api_key.empty())
+    t->headers = curl_slist_append(t->headers, ("Authorization: Bearer " + g_api_key).c_str());
   if (t->req.sse) t->headers = curl_slist_append(t->headers, "Accept: text/event-stream");
   Transfer* raw = t.get();
   impl_->all.emplace(raw->id, std::move(t));
@@ -600,6 +607,43 @@ void HttpClient::cancel_all() {
 size_t HttpClient::running() const { return impl_->n_running; }
 size_t HttpClient::pending() const { return impl_->queue.size() + impl_->delayed.size(); }
 HttpCounters HttpClient::counters() const { return impl_->counters; }
+
+void set_api_key(std::string key) { g_api_key = std::move(key); }
+
+std::string api_key_from(const std::string& flag_value) {
+  if (!flag_value.empty()) return flag_value;
+  const char* env = std::getenv("OPENAI_API_KEY");
+  return env ? env : "";
+}
+
+std::string api_key_refusal(const HttpResult& r) {
+  if (r.status != 401 && r.status != 403) return "";
+  return "the server refused the request with HTTP " + std::to_string(r.status) + " (" +
+         r.error_message + "): " +
+         (g_api_key.empty() ? "it needs an API key: pass --api-key or set OPENAI_API_KEY"
+                            : "the API key (from --api-key or OPENAI_API_KEY) is wrong");
+}
+
+size_t raise_open_file_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rlimit want = rl;
+    want.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
+  }
+  return rl.rlim_cur == RLIM_INFINITY ? size_t(-1) : size_t(rl.rlim_cur);
+}
+
+std::string check_open_file_limit(size_t in_flight, const std::string& flag) {
+  const size_t limit = raise_open_file_limit();
+  const size_t reserve = 64;  // stdio, logs, the epoll fd, curl's internals
+  if (limit >= in_flight + reserve) return "";
+  return flag + " " + std::to_string(in_flight) + " needs " + std::to_string(in_flight + reserve) +
+         " open files, but the limit is " + std::to_string(limit) +
+         " even after raising the soft limit to the hard one: lower " + flag +
+         " or raise the hard limit (ulimit -Hn)";
+}
 
 HttpResult http_fetch(HttpRequest request) {
   HttpClient client(HttpClientOptions{.max_in_flight = 1});

@@ -60,10 +60,13 @@ std::string generation_body(Api api, const std::string& prompt, const GenParams&
        {"stop", p.stops},
        {"stream", p.stream}};
   if (p.stream) j["stream_options"] = {{"include_usage", true}};
-  if (api == Api::kOpenAICompletions)
+  if (api == Api::kOpenAICompletions) {
     j["prompt"] = prompt;
-  else
+  } else {
     j["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
+    if (p.thinking)
+      j["chat_template_kwargs"] = {{"thinking", *p.thinking}, {"enable_thinking", *p.thinking}};
+  }
   return j.dump();
 }
 
@@ -98,6 +101,27 @@ std::string error_text(const json& j) {
   return "";
 }
 
+// SGLang ends an aborted request (scheduler abort, out of memory, /abort_request) with HTTP 200
+// and finish_reason {"type": "abort", "message": ...} (native) or "abort" (OpenAI): a failed
+// request, never an answer.
+std::string abort_text(const json& fr) {
+  if (fr.is_string() && fr.get<std::string>() == "abort") return "the server aborted the request";
+  if (fr.is_object() && fr.value("type", "") == "abort")
+    return "the server aborted the request" + (fr.contains("message") && fr["message"].is_string()
+                                                   ? ": " + fr["message"].get<std::string>()
+                                                   : std::string());
+  return "";
+}
+
+// Chat: the visible answer, or reasoning_content when the answer is empty (a reasoning parser
+// that kept everything as reasoning, or a budget spent while thinking).
+void take_chat_text(const json& msg, Completion& out) {
+  if (msg.contains("content") && msg["content"].is_string())
+    out.text += msg["content"].get<std::string>();
+  if (msg.contains("reasoning_content") && msg["reasoning_content"].is_string())
+    out.reasoning += msg["reasoning_content"].get<std::string>();
+}
+
 std::string read_usage(const json& j, Completion& out) {
   if (!j.contains("usage") || j["usage"].is_null()) return "";
   const json& u = j["usage"];
@@ -127,7 +151,10 @@ std::string parse_completion(Api api, std::string_view body, Completion& out) {
       return "field 'meta_info.completion_tokens' missing or not an integer";
     out.prompt_tokens = opt_int(m, "prompt_tokens");
     out.spec_verify_ct = opt_int(m, "spec_verify_ct");
-    if (m.contains("finish_reason")) out.finish_reason = finish_text(m["finish_reason"]);
+    if (m.contains("finish_reason")) {
+      if (auto a = abort_text(m["finish_reason"]); !a.empty()) return a;
+      out.finish_reason = finish_text(m["finish_reason"]);
+    }
     return "";
   }
   if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty())
@@ -143,9 +170,13 @@ std::string parse_completion(Api api, std::string_view body, Completion& out) {
     const json& content = c["message"]["content"];
     if (!content.is_string() && !content.is_null())
       return "field 'choices[0].message.content' is not a string";
-    out.text = content.is_string() ? content.get<std::string>() : "";
+    take_chat_text(c["message"], out);
+    if (out.text.empty()) out.text = out.reasoning;
   }
-  if (c.contains("finish_reason")) out.finish_reason = finish_text(c["finish_reason"]);
+  if (c.contains("finish_reason")) {
+    if (auto a = abort_text(c["finish_reason"]); !a.empty()) return a;
+    out.finish_reason = finish_text(c["finish_reason"]);
+  }
   if (c.contains("matched_stop") && c["matched_stop"].is_string())
     out.finish_reason += ":" + c["matched_stop"].get<std::string>();
   return read_usage(j, out);
@@ -176,8 +207,10 @@ std::string StreamAccumulator::feed(const SseEvent& ev) {
       if (auto v = opt_int(m, "completion_tokens")) acc_.completion_tokens = v;
       if (auto v = opt_int(m, "prompt_tokens")) acc_.prompt_tokens = v;
       if (auto v = opt_int(m, "spec_verify_ct")) acc_.spec_verify_ct = v;
-      if (m.contains("finish_reason") && !m["finish_reason"].is_null())
+      if (m.contains("finish_reason") && !m["finish_reason"].is_null()) {
+        if (auto a = abort_text(m["finish_reason"]); !a.empty()) return a;
         acc_.finish_reason = finish_text(m["finish_reason"]);
+      }
     }
   } else {
     if (auto e = read_usage(j, acc_); !e.empty()) return e;
@@ -185,12 +218,14 @@ std::string StreamAccumulator::feed(const SseEvent& ev) {
       const json& c = j["choices"][0];
       if (api_ == Api::kOpenAICompletions) {
         if (c.contains("text") && c["text"].is_string()) piece = c["text"].get<std::string>();
-      } else if (c.contains("delta") && c["delta"].is_object() && c["delta"].contains("content") &&
-                 c["delta"]["content"].is_string()) {
-        piece = c["delta"]["content"].get<std::string>();
+      } else if (c.contains("delta") && c["delta"].is_object()) {
+        const size_t before = acc_.text.size() + acc_.reasoning.size();
+        take_chat_text(c["delta"], acc_);
+        piece.assign(acc_.text.size() + acc_.reasoning.size() - before, 'x');
       }
-      acc_.text += piece;
+      if (api_ == Api::kOpenAICompletions) acc_.text += piece;
       if (c.contains("finish_reason") && !c["finish_reason"].is_null()) {
+        if (auto a = abort_text(c["finish_reason"]); !a.empty()) return a;
         acc_.finish_reason = finish_text(c["finish_reason"]);
         if (c.contains("matched_stop") && c["matched_stop"].is_string())
           acc_.finish_reason += ":" + c["matched_stop"].get<std::string>();
@@ -208,6 +243,7 @@ std::string StreamAccumulator::finish(Completion& out) const {
   if (api_ == Api::kSglang && !acc_.completion_tokens)
     return "stream carried no meta_info.completion_tokens";
   out = acc_;
+  if (api_ == Api::kOpenAIChat && out.text.empty()) out.text = out.reasoning;
   return "";
 }
 
@@ -217,19 +253,21 @@ bool AcceptInfo::any() const {
   return false;
 }
 
-std::optional<double> AcceptInfo::mean() const {
-  double s = 0;
-  int n = 0;
-  for (const auto& v : per_rank)
-    if (v) s += *v, ++n;
-  if (n == 0) return std::nullopt;
-  return s / n;
-}
-
 std::string parse_server_info(std::string_view body, AcceptInfo& out) {
   out.per_rank.clear();
+  out.incremental_streaming.reset();
+  out.decode_servers = 0;
   json j = json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return "server info is not a JSON object";
+  if (j.contains("decode") && j["decode"].is_array()) {  // the prefill/decode router
+    if (j["decode"].empty() || !j["decode"][0].is_object())
+      return "router server info has no decode server";
+    out.decode_servers = j["decode"].size();
+    json first = j["decode"][0];
+    j = std::move(first);
+  }
+  if (j.contains("incremental_streaming_output") && j["incremental_streaming_output"].is_boolean())
+    out.incremental_streaming = j["incremental_streaming_output"].get<bool>();
   if (!j.contains("internal_states") || !j["internal_states"].is_array())
     return "server info has no 'internal_states' list";
   for (const auto& s : j["internal_states"]) {

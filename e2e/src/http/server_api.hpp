@@ -25,6 +25,9 @@ struct GenParams {
   std::vector<std::string> stops;
   bool stream = false;
   std::string model;  // OpenAI "model" field (SGLang ignores it)
+  // Chat only: chat_template_kwargs {"thinking": b, "enable_thinking": b} (DeepSeek's and Qwen's
+  // template switches); unset sends none, so the template's default applies.
+  std::optional<bool> thinking;
 };
 
 // The JSON body of one generation request for `prompt` (chat: one user message).
@@ -32,6 +35,7 @@ std::string generation_body(Api api, const std::string& prompt, const GenParams&
 
 struct Completion {
   std::string text;
+  std::string reasoning;  // chat: reasoning_content (scored only when content is empty)
   std::optional<int64_t> prompt_tokens;
   std::optional<int64_t> completion_tokens;
   std::optional<int64_t> spec_verify_ct;  // SGLang meta_info, present with speculative decoding
@@ -65,11 +69,15 @@ class StreamAccumulator {
   double first_content_s_ = 0;
 };
 
-// avg_spec_accept_length of every DP rank from a /server_info body.
+// What dsv4-eval reads from /server_info (/get_server_info): avg_spec_accept_length of every DP
+// rank and the streaming mode. Behind SGLang's prefill/decode router the body is
+// {"prefill": [...], "decode": [info, ...]}: the first decode server's info is read, as
+// bench_serving does.
 struct AcceptInfo {
   std::vector<std::optional<double>> per_rank;  // one per internal_states entry
+  std::optional<bool> incremental_streaming;    // server arg incremental_streaming_output
+  size_t decode_servers = 0;                    // > 0: a router's body
   bool any() const;
-  std::optional<double> mean() const;  // mean over the ranks that report it
 };
 // Returns "" or why the body cannot be read (not JSON, no internal_states list).
 std::string parse_server_info(std::string_view body, AcceptInfo& out);

@@ -7,33 +7,60 @@
 namespace dsv4::eval::report {
 
 const std::vector<Column>& column_catalogue() {
-  static const std::vector<Column> c = {
-      {"accuracy", "accuracy", {"gsm8k:accuracy", "accuracy"}, +1, false, 3, ""},
-      {"invalid", "invalid", {"gsm8k:invalid", "invalid"}, -1, false, 3, ""},
-      {"accept_length",
-       "accept length",
-       {"gsm8k:accept_length", "serve-bench:accept_length", "accept_length"},
-       +1,
-       false,
-       2,
-       ""},
-      {"ttt", "TTT (tok/s)", {"serve-bench:total_throughput"}, +1, true, 1, "TTT"},
-      {"output_throughput",
-       "output (tok/s)",
-       {"serve-bench:output_throughput", "output_throughput"},
-       +1,
-       true,
-       1,
-       "output"},
-      {"request_throughput", "req/s", {"serve-bench:request_throughput"}, +1, true, 2, "req/s"},
-      {"ttft", "mean TTFT (ms)", {"serve-bench:mean_ttft_ms"}, -1, true, 1, "TTFT"},
-      {"tpot", "mean TPOT (ms)", {"serve-bench:mean_tpot_ms"}, -1, true, 2, "TPOT"},
-      {"itl", "mean ITL (ms)", {"serve-bench:mean_itl_ms"}, -1, true, 2, "ITL"},
-      {"e2e", "mean E2E (ms)", {"serve-bench:mean_e2e_latency_ms"}, -1, true, 1, "E2E"},
-      {"p99_ttft", "P99 TTFT (ms)", {"serve-bench:p99_ttft_ms"}, -1, true, 1, "P99 TTFT"},
-      {"p99_tpot", "P99 TPOT (ms)", {"serve-bench:p99_tpot_ms"}, -1, true, 2, "P99 TPOT"},
-      {"p99_itl", "P99 ITL (ms)", {"serve-bench:p99_itl_ms"}, -1, true, 2, "P99 ITL"},
-  };
+  static const std::vector<Column> c = [] {
+    std::vector<Column> v = {
+        {"accuracy", "accuracy", {"gsm8k:accuracy", "accuracy"}, +1, false, 3, ""},
+        {"invalid", "invalid", {"gsm8k:invalid", "invalid"}, -1, false, 3, ""},
+        {"accept_length",
+         "accept length",
+         {"gsm8k:accept_length", "serve-bench:accept_length", "accept_length"},
+         +1,
+         false,
+         2,
+         ""},
+        {"ttt", "TTT (tok/s)", {"serve-bench:total_throughput"}, +1, true, 1, "TTT"},
+        {"output_throughput",
+         "output (tok/s)",
+         {"serve-bench:output_throughput", "output_throughput"},
+         +1,
+         true,
+         1,
+         "output"},
+        {"request_throughput", "req/s", {"serve-bench:request_throughput"}, +1, true, 2, "req/s"},
+        {"ttft", "mean TTFT (ms)", {"serve-bench:mean_ttft_ms"}, -1, true, 1, "TTFT"},
+        {"tpot", "mean TPOT (ms)", {"serve-bench:mean_tpot_ms"}, -1, true, 2, "TPOT"},
+        {"itl", "mean ITL (ms)", {"serve-bench:mean_itl_ms"}, -1, true, 2, "ITL"},
+        {"e2e", "mean E2E (ms)", {"serve-bench:mean_e2e_latency_ms"}, -1, true, 1, "E2E"},
+        {"p99_ttft", "P99 TTFT (ms)", {"serve-bench:p99_ttft_ms"}, -1, true, 1, "P99 TTFT"},
+        {"p99_tpot", "P99 TPOT (ms)", {"serve-bench:p99_tpot_ms"}, -1, true, 2, "P99 TPOT"},
+        {"p99_itl", "P99 ITL (ms)", {"serve-bench:p99_itl_ms"}, -1, true, 2, "P99 ITL"},
+        {"accept_length_mean",
+         "accept length (mean of ranks)",
+         {"gsm8k:accept_length_mean", "serve-bench:accept_length_mean", "accept_length_mean"},
+         +1,
+         false,
+         2,
+         ""},
+        {"accept_length_min",
+         "accept length (lowest rank)",
+         {"gsm8k:accept_length_min", "serve-bench:accept_length_min", "accept_length_min"},
+         +1,
+         false,
+         2,
+         ""},
+    };
+    for (int r = 0; r < 8; ++r) {  // DP ranks 0..7
+      const std::string k = "accept_length_rank" + std::to_string(r);
+      v.push_back({k,
+                   "accept length rank " + std::to_string(r),
+                   {"gsm8k:" + k, "serve-bench:" + k, k},
+                   +1,
+                   false,
+                   2,
+                   ""});
+    }
+    return v;
+  }();
   return c;
 }
 

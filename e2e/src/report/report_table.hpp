@@ -30,8 +30,9 @@ struct Column {
   std::string short_name;  // in the speedup header ("TTFT speedup"); empty: the header
 };
 
-// Known columns: accuracy, invalid, accept_length, ttt (total token throughput), output_throughput,
-// request_throughput, ttft, tpot, itl, e2e, p99_ttft, p99_tpot, p99_itl.
+// Known columns: accuracy, invalid, accept_length (SGLang's: DP rank 0), ttt (total token
+// throughput), output_throughput, request_throughput, ttft, tpot, itl, e2e, p99_ttft, p99_tpot,
+// p99_itl, accept_length_mean, accept_length_min, accept_length_rank0..7.
 const std::vector<Column>& column_catalogue();
 // The default table: accuracy, accept_length, ttt, ttft, tpot.
 std::vector<Column> default_columns();

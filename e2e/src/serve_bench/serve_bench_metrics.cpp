@@ -158,7 +158,9 @@ std::string centered(const std::string& s, char fill, size_t width) {
 
 struct Block {
   std::string out;
+  std::vector<std::pair<std::string, std::string>> rows;
   void text(const std::string& label, const std::string& value) {
+    rows.emplace_back(label, value);
     char buf[160];
     std::snprintf(buf, sizeof buf, "%-40s %-10s\n", label.c_str(), value.c_str());
     out += buf;
@@ -172,9 +174,7 @@ struct Block {
   void rule(const std::string& title, char c) { out += centered(title, c, 50) + "\n"; }
 };
 
-}  // namespace
-
-std::string format_result_block(const ServingMetrics& m, const BenchContext& ctx) {
+Block build_block(const ServingMetrics& m, const BenchContext& ctx) {
   Block b;
   b.rule(" Serving Benchmark Result ", '=');
   b.text("Backend:", ctx.backend);
@@ -196,6 +196,8 @@ std::string format_result_block(const ServingMetrics& m, const BenchContext& ctx
   b.rule("End-to-End Latency", '-');
   b.num("Mean E2E Latency (ms):", m.e2e_ms.mean);
   b.num("Median E2E Latency (ms):", m.e2e_ms.median);
+  b.num("P90 E2E Latency (ms):", m.e2e_ms.p90);
+  b.num("P99 E2E Latency (ms):", m.e2e_ms.p99);
   b.rule("Time to First Token", '-');
   b.num("Mean TTFT (ms):", m.ttft_ms.mean);
   b.num("Median TTFT (ms):", m.ttft_ms.median);
@@ -211,7 +213,18 @@ std::string format_result_block(const ServingMetrics& m, const BenchContext& ctx
   b.num("P99 ITL (ms):", m.itl_ms.p99);
   b.num("Max ITL (ms):", m.itl_ms.max);
   b.out += std::string(50, '=') + "\n";
-  return b.out;
+  return b;
+}
+
+}  // namespace
+
+std::string format_result_block(const ServingMetrics& m, const BenchContext& ctx) {
+  return build_block(m, ctx).out;
+}
+
+std::vector<std::pair<std::string, std::string>> result_block_rows(const ServingMetrics& m,
+                                                                   const BenchContext& ctx) {
+  return build_block(m, ctx).rows;
 }
 
 nlohmann::json metrics_to_json(const ServingMetrics& m) {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -103,12 +104,17 @@ struct BenchContext {
   std::string backend = "sglang";
   std::optional<double> request_rate;      // empty: infinite
   std::optional<int64_t> max_concurrency;  // empty: not set
-  std::optional<double> accept_length;     // empty: speculative decoding off or unknown
+  std::optional<double> accept_length;  // DP rank 0's; empty: speculative decoding off or unknown
 };
 
 // The "Serving Benchmark Result" block in bench_serving's layout (40-column labels, 10-column
-// values, 50-character rules), ending with a newline.
+// values, 50-character rules, Mean/Median/P90/P99 E2E, Mean/Median/P99 TTFT and TPOT,
+// Mean/Median/P95/P99/Max ITL), ending with a newline. bench_serving's retokenized-output and
+// input-text-token rows are left out: dsv4-eval has no tokenizer to count them with.
 std::string format_result_block(const ServingMetrics& m, const BenchContext& ctx);
+// The block's label/value rows (rules left out), for report tables built from the metrics.
+std::vector<std::pair<std::string, std::string>> result_block_rows(const ServingMetrics& m,
+                                                                   const BenchContext& ctx);
 
 // The metrics as a flat JSON object with bench_serving's key names (duration, completed,
 // total_input_tokens, mean_ttft_ms, p99_itl_ms, ...) plus std/P90/P95 for every latency.

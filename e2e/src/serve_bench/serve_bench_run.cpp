@@ -18,22 +18,6 @@
 namespace dsv4::eval::serve {
 using nlohmann::json;
 
-std::optional<int64_t> vocab_from_model_info(const std::string& body) {
-  json j;
-  try {
-    j = json::parse(body);
-  } catch (const json::parse_error&) {
-    return std::nullopt;
-  }
-  if (!j.is_object()) return std::nullopt;
-  for (const json* o : {&j, j.contains("hf_config") ? &j["hf_config"] : nullptr}) {
-    if (!o || !o->is_object() || !o->contains("vocab_size")) continue;
-    const json& v = (*o)["vocab_size"];
-    if (v.is_number_integer() && v.get<int64_t>() > 0) return v.get<int64_t>();
-  }
-  return std::nullopt;
-}
-
 std::string generate_body(const std::vector<int32_t>& ids, int64_t max_new_tokens) {
   std::string s;
   s.reserve(ids.size() * 7 + 128);
@@ -198,28 +182,6 @@ bool unreachable(const HttpResult& r) {
          r.error == HttpErrorKind::kTransport || r.error == HttpErrorKind::kRequest;
 }
 
-void find_vocab(const std::string& base, BenchOutcome& out) {
-  std::string tried;
-  for (const char* path : {"/get_model_info", "/model_info"}) {
-    const HttpResult r = get(base + path);
-    if (unreachable(r)) throw BenchError(kExitCouldNotRun, r.error_message);
-    if (r.ok()) {
-      if (auto v = vocab_from_model_info(r.body)) {
-        out.vocab_size = *v;
-        out.vocab_source = path;
-        return;
-      }
-      tried += std::string(tried.empty() ? "" : ", ") + path + " has no vocab_size";
-    } else {
-      tried += std::string(tried.empty() ? "" : ", ") + path + " answered HTTP " +
-               std::to_string(r.status);
-    }
-  }
-  throw BenchError(
-      kExitUsage, "random input_ids need the vocabulary size, and the server does not report it (" +
-                      tried + "): pass --vocab-size");
-}
-
 void flush(const std::string& base, BenchOutcome& out) {
   for (int attempt = 0; attempt < 20; ++attempt) {
     const HttpResult r = get(base + "/flush_cache", "POST");
@@ -233,13 +195,28 @@ void flush(const std::string& base, BenchOutcome& out) {
   }
 }
 
-void read_accept_length(const std::string& base, BenchOutcome& out) {
+HttpResult server_info(const std::string& base) {
   HttpResult r = get(base + "/server_info");
   if (r.status == 404) r = get(base + "/get_server_info");
+  return r;
+}
+
+// Before anything is sent: the server answers, and accepts the key.
+void check_server(const std::string& base) {
+  const HttpResult r = server_info(base);
+  if (unreachable(r)) throw BenchError(kExitCouldNotRun, "server unreachable: " + r.error_message);
+  if (auto refusal = api_key_refusal(r); !refusal.empty())
+    throw BenchError(kExitCouldNotRun, refusal);
+}
+
+void read_accept_length(const std::string& base, BenchOutcome& out) {
+  const HttpResult r = server_info(base);
   if (!r.ok()) {
     out.accept_note = "/server_info: " + r.error_message;
     return;
   }
+  out.server_info = json::parse(r.body, nullptr, false);
+  if (out.server_info.is_discarded()) out.server_info = nullptr;
   AcceptInfo info;
   if (auto e = parse_server_info(r.body, info); !e.empty()) {
     out.accept_note = "/server_info: " + e;
@@ -250,7 +227,7 @@ void read_accept_length(const std::string& base, BenchOutcome& out) {
     out.accept_note = "speculative decoding off (no avg_spec_accept_length in /server_info)";
     return;
   }
-  out.context.accept_length = info.mean();
+  if (!info.per_rank.empty()) out.context.accept_length = info.per_rank[0];
 }
 
 }  // namespace
@@ -269,20 +246,21 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
   if (o.warmup_requests < 0)
     throw BenchError(kExitUsage,
                      "--warmup-requests=" + std::to_string(o.warmup_requests) + ": must be >= 0");
-  WorkloadSpec w = o.workload;
-  if (w.vocab_size == 0) {
-    find_vocab(base, out);
-    w.vocab_size = out.vocab_size;
-  } else {
-    out.vocab_size = w.vocab_size;
-    out.vocab_source = "--vocab-size";
-  }
+  const WorkloadSpec& w = o.workload;
+  out.vocab_size = w.vocab_size;
+  out.vocab_source = o.vocab_source;
   std::vector<BenchRequest> reqs;
   try {
     reqs = make_workload(w);
   } catch (const std::invalid_argument& e) {
     throw BenchError(kExitUsage, std::string("--") + e.what());
   }
+  const size_t cap = size_t(o.max_concurrency.value_or(w.num_prompts));
+  if (auto e = check_open_file_limit(
+          cap, o.max_concurrency ? "--max-concurrency" : "--num-prompts (no --max-concurrency)");
+      !e.empty())
+    throw BenchError(kExitUsage, e);
+  check_server(base);
   out.context.request_rate = w.request_rate;
   out.context.max_concurrency = o.max_concurrency;
   const std::string gen_url = base + "/generate";

@@ -1,5 +1,7 @@
-// serve-bench's run against a live SGLang server: vocabulary size, warmup, cache flush, the timed
-// streaming request loop (request rate and/or concurrency limit) and the accept length after it.
+// serve-bench's run against a live SGLang server: reachability and key check, warmup, cache flush,
+// the timed streaming request loop (request rate and/or concurrency limit) and the accept length
+// after it (SGLang's: DP rank 0 of /server_info's internal_states, the first decode server behind
+// a prefill/decode router; every rank kept beside it).
 //
 // Each request is POST /generate {"input_ids": [...], "sampling_params": {"temperature": 0,
 // "max_new_tokens": L, "ignore_eos": true}, "stream": true}; every stream line is timestamped on
@@ -18,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "serve_bench/serve_bench_metrics.hpp"
 #include "serve_bench/serve_bench_workload.hpp"
 
@@ -30,8 +34,9 @@ struct BenchError : std::runtime_error {
 };
 
 struct BenchOptions {
-  std::string url;        // server base URL
-  WorkloadSpec workload;  // vocab_size 0: read it from /get_model_info
+  std::string url;           // server base URL
+  WorkloadSpec workload;     // vocab_size from --tokenizer or --vocab-size (required)
+  std::string vocab_source;  // where vocab_size came from, for the report
   std::optional<int64_t> max_concurrency;
   int64_t warmup_requests = 1;
   double request_timeout_s = 6 * 3600.0;  // per request, as bench_serving's session timeout
@@ -45,7 +50,8 @@ struct BenchOutcome {
   std::vector<RequestTiming> timings;  // one per request, in workload order
   std::vector<int64_t> requested_output;
   int64_t vocab_size = 0;
-  std::string vocab_source;  // "--vocab-size" or the endpoint that reported it
+  std::string vocab_source;    // "--vocab-size" or "--tokenizer PATH"
+  nlohmann::json server_info;  // /server_info after the run (bench_serving's record keeps it)
   int64_t warmup_ok = 0, warmup_failed = 0;
   bool flushed = false;
   std::string flush_note;             // why the flush did not happen
@@ -56,10 +62,6 @@ struct BenchOutcome {
   std::vector<std::string> errors;  // distinct request errors, the first few
 };
 
-// The vocabulary size in a /get_model_info (or /model_info) body: "vocab_size" at the top level or
-// inside "hf_config"; empty when absent or not a positive integer.
-std::optional<int64_t> vocab_from_model_info(const std::string& body);
-
 // The /generate body of one benchmark request.
 std::string generate_body(const std::vector<int32_t>& input_ids, int64_t max_new_tokens);
 
@@ -69,8 +71,8 @@ std::string generate_body(const std::vector<int32_t>& input_ids, int64_t max_new
 std::string read_chunk(const std::string& payload, double t, StreamTimer& timer,
                        int64_t* prompt_tokens);
 
-// Runs the benchmark; throws BenchError when it cannot start (bad workload, no vocabulary size,
-// server unreachable, every warmup request failed).
+// Runs the benchmark; throws BenchError when it cannot start (bad workload, too few open files,
+// server unreachable or refusing the API key, every warmup request failed).
 BenchOutcome run_serve_bench(const BenchOptions& opts);
 
 }  // namespace dsv4::eval::serve

@@ -51,6 +51,59 @@ std::vector<double> arrival_offsets(WorkloadRng& rng, int64_t n, std::optional<d
   return out;
 }
 
+std::vector<int64_t> NumpyRandomState::randint(int64_t low, int64_t high, int64_t n) {
+  std::vector<int64_t> out(size_t(std::max<int64_t>(n, 0)), low);
+  const uint64_t rng = uint64_t(high - 1 - low);  // inclusive span; 0 draws nothing
+  if (rng == 0) return out;
+  if (rng > 0xFFFFFFFFull) throw std::invalid_argument("randint span above 2^32");
+  uint32_t mask = uint32_t(rng);
+  for (int s = 1; s < 32; s <<= 1) mask |= mask >> s;
+  for (auto& v : out) {
+    uint32_t x;
+    do x = next32() & mask;
+    while (x > rng);
+    v = low + int64_t(x);
+  }
+  return out;
+}
+
+double NumpyRandomState::random_double() {
+  const uint32_t a = next32() >> 5, b = next32() >> 6;
+  return (double(a) * 67108864.0 + double(b)) / 9007199254740992.0;
+}
+
+double NumpyRandomState::exponential(double scale) {
+  return -std::log(1.0 - random_double()) * scale;
+}
+
+namespace {
+
+std::vector<BenchRequest> random_ids_workload(const WorkloadSpec& s) {
+  NumpyRandomState rs(uint32_t(s.seed));
+  auto lens = [&](int64_t full) {
+    return rs.randint(std::max<int64_t>(int64_t(double(full) * s.range_ratio), 1), full + 1,
+                      s.num_prompts);
+  };
+  const auto in_lens = lens(s.input_len);
+  const auto out_lens = lens(s.output_len);
+  const auto offsets = rs.randint(0, s.vocab_size, s.num_prompts);
+  std::vector<BenchRequest> reqs(size_t(s.num_prompts));
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].output_len = out_lens[i];
+    reqs[i].input_ids.resize(size_t(in_lens[i]));
+    for (size_t j = 0; j < reqs[i].input_ids.size(); ++j)
+      reqs[i].input_ids[j] = int32_t((offsets[i] + int64_t(i) + int64_t(j)) % s.vocab_size);
+  }
+  double t = 0;
+  for (auto& r : reqs) {  // bench_serving's get_request: send, then wait exponential(1 / rate)
+    r.send_at_s = t;
+    if (s.request_rate && !std::isinf(*s.request_rate)) t += rs.exponential(1.0 / *s.request_rate);
+  }
+  return reqs;
+}
+
+}  // namespace
+
 std::vector<BenchRequest> make_workload(const WorkloadSpec& s) {
   if (s.num_prompts < 1) bad("num-prompts", std::to_string(s.num_prompts), "must be at least 1");
   if (s.input_len < 1) bad("random-input", std::to_string(s.input_len), "must be at least 1");
@@ -62,6 +115,13 @@ std::vector<BenchRequest> make_workload(const WorkloadSpec& s) {
   if (s.request_rate && !(*s.request_rate > 0))
     bad("request-rate", std::to_string(*s.request_rate), "must be positive (or inf)");
 
+  if (s.dataset == "random-ids") {
+    if (s.seed > 0xFFFFFFFFull)
+      bad("seed", std::to_string(s.seed), "must be below 2^32 (numpy's np.random.seed)");
+    return random_ids_workload(s);
+  }
+  if (s.dataset != "uniform-ids")
+    bad("dataset-name", s.dataset, "is not one of random-ids, uniform-ids");
   WorkloadRng rng(s.seed);
   const auto in_lens = sample_lengths(rng, s.input_len, s.range_ratio, s.num_prompts);
   const auto out_lens = sample_lengths(rng, s.output_len, s.range_ratio, s.num_prompts);

@@ -1,16 +1,25 @@
-// Serving-benchmark workload: seeded random lengths, random token prompts and Poisson arrivals.
+// Serving-benchmark workloads: seeded lengths, token-id prompts and Poisson arrivals.
 //
-// Lengths follow SGLang bench_serving's random dataset: each request's input and output length is
-// an integer drawn uniformly from [max(floor(L * ratio), 1), L]. Prompts are random token ids in
-// [0, vocab_size) sent as input_ids, so the server sees exactly the drawn input length. Arrivals
-// for a finite request rate R are a Poisson process: exponential gaps with mean 1/R after each
-// request. Everything comes from one seeded generator in a fixed order (input lengths, output
-// lengths, token ids, arrival gaps), so a seed reproduces the workload on any machine and compiler.
+// Datasets (--dataset-name):
+//  - random-ids: SGLang bench_serving's random-ids, draw for draw. After np.random.seed(seed):
+//    input lengths = randint(max(int(L_in * ratio), 1), L_in + 1, n), output lengths likewise,
+//    offsets = randint(0, V, n), prompt i = [(offsets[i] + i + j) % V for j < input_len[i]]; a
+//    finite request rate draws exponential(1 / rate) gaps from the same generator. numpy's
+//    legacy RandomState is MT19937 seeded by init_genrand (std::mt19937 is the same engine),
+//    randint is masked rejection on 32-bit draws, exponential is -log(1 - u) with u from two
+//    draws (a >> 5, b >> 6). The prompt goes out as input_ids, the form bench_serving sends with
+//    --tokenize-prompt: by default it decodes the ids to text for the server to re-tokenise,
+//    shortened by the tokenizer's special tokens, which changes the counts (the lengths here are
+//    exactly the drawn ones).
+//  - uniform-ids: this project's earlier workload: lengths uniform in [max(floor(L * ratio), 1), L]
+//    and ids uniform in [0, V) from one std::mt19937_64 stream (input lengths, output lengths,
+//    ids, arrival gaps), reproducible on any machine and compiler.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace dsv4::eval::serve {
@@ -29,7 +38,22 @@ class WorkloadRng {
   std::mt19937_64 engine_;
 };
 
+// numpy's legacy RandomState (np.random.seed / randint / exponential), bit for bit.
+class NumpyRandomState {
+ public:
+  explicit NumpyRandomState(uint32_t seed) : mt_(seed) {}
+  uint32_t next32() { return uint32_t(mt_()); }
+  // np.random.randint(low, high, size=n) for int64 (high exclusive).
+  std::vector<int64_t> randint(int64_t low, int64_t high, int64_t n);
+  double random_double();            // np.random.random_sample()
+  double exponential(double scale);  // np.random.exponential(scale)
+
+ private:
+  std::mt19937 mt_;
+};
+
 struct WorkloadSpec {
+  std::string dataset = "random-ids";  // random-ids | uniform-ids
   int64_t num_prompts = 1000;
   int64_t input_len = 1024;
   int64_t output_len = 1024;

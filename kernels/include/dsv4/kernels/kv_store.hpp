@@ -34,6 +34,11 @@ struct NormRope {
 // The lane counts this build's kernels exist for (64 only where the backend's wave is 64 wide).
 bool lanes_supported(int lanes);
 
+// Throws std::invalid_argument naming both numbers when `lanes` lanes per row do not fit in one
+// wave of `wave_width` lanes (64 lanes on a wave32 AMD device, gfx1030 or gfx1250, would shuffle
+// across waves and sum wrongly). norm_rope_store checks the device's wave width this way.
+void check_lanes_fit_wave(int lanes, int wave_width);
+
 // pool[loc[t]] = kv[t] for T rows. loc[t] < 0 is skipped; loc[t] >= pool_rows writes nothing and
 // adds 1 to *errors. T = 0 launches nothing. kv, pool: 16-byte aligned device pointers. Bad
 // arguments throw std::invalid_argument naming the field. Enqueued on s; no synchronisation, so

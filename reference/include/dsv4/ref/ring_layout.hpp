@@ -39,7 +39,7 @@ namespace dsv4::ref::ring_layout {
 // Relation to SGLang's DSV4 path: the ring size (sliding window + draft tokens - 1) and the row
 // formula (request slot * ring + position % ring, with a commit mask on the verify step's writes)
 // are SGLang's. SGLang sends masked writes to a sink row; here they are -1, the convention of the
-// rest of this project, so kv_store skips them. The edge rules DESIGN.md leaves open (the padding
+// rest of this project, so kv_store skips them. The edge rules the design leaves open (the padding
 // value -1, negative final_pos, commit_len outside [0, V], counting bad entries instead of
 // clamping) are chosen so that no padded or malformed entry can name a row outside its own slot's
 // ring.

@@ -7,7 +7,9 @@
 // F32 [width], in.cos_sin F32 [n_pos, rope_dim], in.positions I64 [T], in.eps F32 (optional,
 // default 1e-6) and in.lanes I32 (the kernel's lane count, which fixes its fp32 order; a case
 // without it comes from another implementation). Outputs: pool BF16 [R, P] (in place, starting
-// from in.pool) and errors I64 [] (rejected rows, the launcher's counter).
+// from in.pool) and errors I64 [] (rejected rows, the launcher's counter). The scatter's pool is
+// compared bit for bit; the fused store's too, except that every NaN equals every NaN (the
+// reference leaves a NaN's sign and payload to the platform).
 
 #include <cstdint>
 #include <string>
@@ -28,6 +30,9 @@ struct KvStoreShape {
   int lanes = 0;            // 0: scatter_rows; 16, 32, 64: norm_rope_store with that many lanes
   int64_t n_pos = 0;        // rows of the RoPE table; 0: clamp(4T, 64, 4096)
   fx::IndexMix mix{};       // how loc is drawn (hostile values mixed in)
+  // Fused store: redraw each stored row until its bf16 values under this lane count differ from
+  // those under some other lane count, so the case pins the fp32 summation order (golden files).
+  bool order_sensitive = false;
   std::string str() const;  // "T=64 R=99 W=512 lanes=32", strides when set
 };
 
@@ -54,6 +59,13 @@ class KvStoreCase : public fx::KernelCase {
   bool fused_ = false;
   bool lanes_given_ = true;  // false: a fused case from another implementation's fp32 order
 };
+
+// Writes the special rows of the fused store's specification (dsv4/ref/kv_store.hpp) into rows
+// 0..7 of a drawn case, each stored to its own slot t: all zeros; zeros and one NaN; an +inf; a
+// -inf in the RoPE part; all subnormal; normal and subnormal mixed; values whose squares overflow
+// fp32; a NaN in the RoPE part. Other rows naming slots 0..7 are turned into padding (-1). Needs
+// T >= 8 and R >= 8.
+void plant_special_rows(fx::Tensors& in);
 
 // Every bf16 bit pattern (NaNs, infinities, subnormals): the row values a scatter must copy.
 std::vector<bf16> raw_bf16_bits(fx::Rng& rng, size_t n);

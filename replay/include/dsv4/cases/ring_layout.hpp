@@ -1,0 +1,56 @@
+// The ring_layout kernel case: every launcher of the family (token locs, verify locs, window rows,
+// prefill expansion) on one drawn batch, shared by the GPU test, dsv4-replay and the benchmark.
+#pragma once
+
+// Case layout. Geometry: in.ring, in.win, in.n_slots I64 []. Each launcher runs when its inputs
+// are present, so a case may hold any subset:
+//   token_locs    in.slot I64 [N], in.pos I64 [N], optional in.final_pos I64 [N] -> loc I64 [N]
+//   verify_locs   in.batch_slot I64 [B], in.verify_pos I64 [B, V], in.commit_len I32 [B]
+//                 -> verify_loc I64 [B, V]
+//   window_rows   in.batch_id I32 [D], in.pos I64 [D], in.batch_slot I64 [B]
+//                 -> indptr I32 [D+1], rows I32 [D*win] (entries past indptr[D] keep their poison)
+//   prefill_slots in.req_slot I64 [B], in.prefill_indptr I32 [B+1], in.pos I64 [T]
+//                 -> token_slot I64 [T], token_final_pos I64 [T]
+// and errors I64 [] (the one counter every launcher adds to). Every output bit for bit.
+
+#include <cstdint>
+#include <string>
+
+#include "dsv4/fixtures/kernel_case.hpp"
+
+namespace dsv4::cases {
+
+namespace st = fx::st;
+
+struct RingLayoutShape {
+  int64_t n = 64;            // tokens: T of token_locs and prefill_slots, D of window_rows
+  int64_t V = 4;             // draft tokens of a verify step (columns of the [B, V] layout)
+  int64_t win = 125;         // sliding window
+  int64_t ring = 0;          // rows per slot; 0: ring_rows(win, V) = win + V - 1
+  int64_t n_slots = 64;      // state slots
+  int64_t max_pos = 0;       // positions drawn in [0, max_pos]; 0: 4 * ring
+  int64_t first_offset = 0;  // prefill tokens before the first request (indptr[0])
+  int64_t max_request = 0;   // longest prefill request; 0: 2 * V
+  int64_t B() const { return n / V > 1 ? n / V : 1; }
+  int64_t ring_size() const { return ring ? ring : win + V - 1; }
+  std::string str() const;
+};
+
+class RingLayoutCase : public fx::KernelCase {
+ public:
+  explicit RingLayoutCase(RingLayoutShape shape) : shape_(shape) {}
+  explicit RingLayoutCase(const fx::Tensors& in);
+  const RingLayoutShape& shape() const { return shape_; }
+
+  std::string family() const override { return "ring_layout"; }
+  std::string name() const override { return shape_.str(); }
+  fx::Tensors draw(fx::Rng& rng) const override;
+  std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
+  fx::Tensors reference(const fx::Tensors& in) const override;
+  void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
+
+ private:
+  RingLayoutShape shape_;
+};
+
+}  // namespace dsv4::cases
