@@ -98,6 +98,11 @@ void topk(const Args& a, int W, gpu::Stream s) {
     bad("null pointer: scores, lens and out are required");
   if (a.page_table && a.pt_stride <= 0)
     bad("pt_stride=" + std::to_string(a.pt_stride) + " must be > 0 with a page table");
+  // Every raw index is below width, so the page table must cover width keys: the kernel reads
+  // page_table[b*pt_stride + (raw >> page_bits)] without a per-index bound.
+  if (a.page_table && a.width > 0 && ((a.width - 1) >> a.page_bits) >= a.pt_stride)
+    bad("pt_stride=" + std::to_string(a.pt_stride) + " pages of 2^" + std::to_string(a.page_bits) +
+        " keys do not cover width=" + std::to_string(a.width));
   const Params p{a.scores,     a.stride,     int32_t(a.width), a.lens,
                  int32_t(a.K), a.page_table, a.pt_stride,      uint32_t(a.page_bits),
                  a.out,        a.raw_out,    a.sorted};

@@ -11,6 +11,7 @@
 #include "http/server_api.hpp"
 #include "report/accept_length.hpp"
 #include "serve_bench/serve_bench_workload.hpp"
+#include "serve_bench/sharegpt.hpp"
 #include "serve_bench/tokenizer_vocab.hpp"
 
 namespace dsv4::eval {
@@ -248,6 +249,61 @@ TEST(SimpleEvalRule, KeepsSignAndDecimals) {
   EXPECT_EQ(simple_eval_answer("no number"), std::nullopt);
   EXPECT_EQ(simple_eval_answer("3 - 4"), 4.0);  // "- 4" is not "-4"
   EXPECT_EQ(simple_eval_answer("x-7y"), -7.0);
+}
+
+// CPython: random.seed(1); x = list(range(10)); random.shuffle(x) -> [6, 8, 9, 7, 5, 3, 0, 4, 1,
+// 2]; seed 7 over range(1000) starts 878, 857, 349, 313; seed 2**40 + 5 over range(50) 11, 0,
+// 20, 6.
+TEST(PythonRandom, ShuffleMatchesCPython) {
+  auto shuffled = [](uint64_t seed, int n) {
+    std::vector<int> x(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) x[size_t(i)] = i;
+    serve::PythonRandom r(seed);
+    r.shuffle(x);
+    return x;
+  };
+  EXPECT_EQ(shuffled(1, 10), (std::vector<int>{6, 8, 9, 7, 5, 3, 0, 4, 1, 2}));
+  const auto a = shuffled(7, 1000);
+  EXPECT_EQ(std::vector<int>(a.begin(), a.begin() + 4), (std::vector<int>{878, 857, 349, 313}));
+  const auto b = shuffled((uint64_t(1) << 40) + 5, 50);
+  EXPECT_EQ(std::vector<int>(b.begin(), b.begin() + 4), (std::vector<int>{11, 0, 20, 6}));
+}
+
+// bench_serving's `random`: shuffled conversations, empty prompts skipped, ids repeated or cut.
+TEST(RandomShareGpt, RepeatsOrCutsTheEncodedPrompt) {
+  std::vector<std::pair<std::string, std::string>> conv;
+  for (int i = 0; i < 6; ++i) conv.emplace_back(std::string(size_t(i), 'a'), "r");
+  serve::WorkloadSpec s;
+  s.num_prompts = 4;
+  s.input_len = 5;
+  s.output_len = 3;
+  s.range_ratio = 1;
+  s.seed = 1;
+  std::vector<std::string> seen;
+  const auto reqs =
+      serve::random_sharegpt_workload(s, conv, [&](const std::vector<std::string>& texts) {
+        std::vector<std::vector<int32_t>> out;
+        for (const auto& t : texts) {
+          seen.push_back(t);
+          out.emplace_back();
+          for (size_t k = 0; k < t.size(); ++k) out.back().push_back(int32_t(10 * t.size() + k));
+        }
+        return out;
+      });
+  std::vector<int> order = {0, 1, 2, 3, 4, 5};  // the same shuffle: random.seed(1)
+  serve::PythonRandom(1).shuffle(order);
+  ASSERT_EQ(seen.size(), 6u);
+  for (size_t k = 0; k < 6; ++k) EXPECT_EQ(seen[k].size(), size_t(order[k]));
+  std::vector<size_t> used;
+  for (int o : order)
+    if (o > 0) used.push_back(size_t(o));
+  ASSERT_EQ(reqs.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    const size_t len = used[i];
+    ASSERT_EQ(reqs[i].input_ids.size(), 5u);
+    for (size_t j = 0; j < 5; ++j) EXPECT_EQ(reqs[i].input_ids[j], int32_t(10 * len + j % len));
+    EXPECT_EQ(reqs[i].output_len, 3);
+  }
 }
 
 }  // namespace

@@ -389,6 +389,29 @@ TEST(SeedCommandLines, BenchSglangAndBenchServing) {
       EXPECT_TRUE(r.contains(k)) << k;
   }
   EXPECT_EQ(n, 2);  // appended, as bench_serving does
+  // bench_serving's `random`: ShareGPT text through the server's /v1/tokenize.
+  json share = json::array();
+  for (int i = 0; i < 12; ++i)
+    share.push_back(
+        {{"conversations",
+          json::array({{{"from", "human"},
+                        {"value", "How many apples " + std::string(size_t(i), 'x') + "?"}},
+                       {{"from", "gpt"}, {"value", "Some."}}})}});
+  write_text(d.str("sharegpt.json"), share.dump());
+  rc = run_eval_capture(
+      {"serve-bench", "--port", port, "--dataset-name", "random", "--dataset-path",
+       d.str("sharegpt.json"), "--random-input", "40", "--random-output", "4",
+       "--random-range-ratio", "1", "--num-prompt", "6", "--out", d.str("r"), "--disable-tqdm"},
+      err);
+  ASSERT_EQ(rc, 0) << err;
+  const json rep = json::parse(slurp(d.str("r/report.json")));
+  EXPECT_EQ(rep["metrics"]["total_input_tokens"], 6 * 40);
+  EXPECT_EQ(rep["metrics"]["prompt_len_mismatches"], 0);
+  rc = run_eval_capture(
+      {"serve-bench", "--port", port, "--dataset-name", "random", "--out", d.str("r2")}, err);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(err.find("--dataset-path"), std::string::npos) << err;
+
   // Without a vocabulary source: exit 2 naming both flags.
   rc = run_eval_capture(
       {"serve-bench", "--url", server.url(), "--num-prompts", "1", "--out", d.str("x")}, err);

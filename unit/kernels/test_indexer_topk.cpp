@@ -187,6 +187,12 @@ TEST(IndexerTopkArgs, BadArgumentsNameTheField) {
                 a.pt_stride = 0;
               }),
               HasSubstr("pt_stride=0"));
+  EXPECT_THAT(with([](ki::Args& a) {
+                a.page_table = fx::fake<int32_t>();
+                a.page_bits = 6;
+                a.pt_stride = 15;  // 15 pages of 64 keys cover 960 < width=1024
+              }),
+              HasSubstr("pt_stride=15 pages of 2^6 keys do not cover width=1024"));
   EXPECT_THAT(fx::launch_error([&] { ki::topk(ok, 8, nullptr); }), HasSubstr("W=8"));
   EXPECT_FALSE(ki::wave_supported(8));
   EXPECT_TRUE(ki::wave_supported(16) && ki::wave_supported(32));

@@ -18,12 +18,13 @@ namespace {
 const char* kEpilogue =
     "Flags are SGLang bench_serving's where it has them (unambiguous prefixes such as\n"
     "--random-input or --num-prompt are accepted, as argparse does). Defaults are bench_serving's\n"
-    "except: --dataset-name random-ids (bench_serving: sharegpt, which needs a tokenizer this\n"
-    "program does not run) and the cache flush after the warmup (bench_serving: off) so the\n"
-    "accept length read after the run covers exactly the timed requests (--no-flush turns it "
-    "off).\n"
-    "Token counts: prompts are sent as input_ids, so the input tokens are exactly the drawn\n"
-    "lengths; output tokens are the server's meta_info.completion_tokens.\n"
+    "except: --dataset-name random-ids (bench_serving: sharegpt, which this program does not\n"
+    "build) and the cache flush after the warmup (bench_serving: off) so the accept length read\n"
+    "after the run covers exactly the timed requests (--no-flush turns it off).\n"
+    "Token counts: prompts are sent as input_ids (bench_serving's --tokenize-prompt form), so the\n"
+    "input tokens are exactly the drawn lengths; --dataset-name random encodes the ShareGPT text\n"
+    "with the server's own tokenizer (/v1/tokenize, special tokens included as transformers'\n"
+    "encode) before repeating or cutting it; output tokens are meta_info.completion_tokens.\n"
     "Exit codes: 0 pass, 1 a gate failed, 2 bad usage or config, 3 could not run (server\n"
     "unreachable or refusing the API key, warmup failed, more than --max-failed failures).\n";
 
@@ -45,8 +46,8 @@ int run(int argc, char** argv) {
     ("port", "server port", cxxopts::value<long long>()->default_value("30000"))
     ("backend", "sglang or sglang-native (/generate with input_ids)", cxxopts::value<std::string>()->default_value("sglang"))
     ("api-key", "bearer token for every request (default: $OPENAI_API_KEY)", cxxopts::value<std::string>())
-    ("dataset-name", "random-ids (bench_serving's) or uniform-ids (ids uniform in [0, vocab))", cxxopts::value<std::string>()->default_value("random-ids"))
-    ("dataset-path", "accepted for bench_serving's command lines; random-ids and uniform-ids read no file", cxxopts::value<std::string>())
+    ("dataset-name", "random-ids or random (bench_serving's), or uniform-ids (ids uniform in [0, vocab))", cxxopts::value<std::string>()->default_value("random-ids"))
+    ("dataset-path", "ShareGPT JSON for --dataset-name random (random-ids and uniform-ids read no file)", cxxopts::value<std::string>())
     ("tokenizer", "tokenizer.json, or a model folder holding one: the vocabulary size", cxxopts::value<std::string>())
     ("vocab-size", "the vocabulary size, instead of --tokenizer", cxxopts::value<long long>())
     ("tokenize-prompt", "accepted for bench_serving's command lines: prompts always go as input_ids")
@@ -92,11 +93,16 @@ int run(int argc, char** argv) {
                                 : base_url_from(r);
     set_api_key(api_key_from(r.count("api-key") ? r["api-key"].as<std::string>() : ""));
     w.dataset = r["dataset-name"].as<std::string>();
-    if (w.dataset != "random-ids" && w.dataset != "uniform-ids")
-      throw std::invalid_argument(
-          "--dataset-name '" + w.dataset +
-          "' is not supported: random-ids (bench_serving's) or uniform-ids; bench_serving's "
-          "random and sharegpt datasets tokenise ShareGPT text, which dsv4-eval cannot do");
+    if (w.dataset != "random-ids" && w.dataset != "uniform-ids" && w.dataset != "random")
+      throw std::invalid_argument("--dataset-name '" + w.dataset +
+                                  "' is not one of random-ids, random, uniform-ids");
+    if (w.dataset == "random") {
+      if (!r.count("dataset-path"))
+        throw std::invalid_argument(
+            "--dataset-name random takes its text from ShareGPT: pass --dataset-path "
+            "(ShareGPT_V3_unfiltered_cleaned_split.json)");
+      b.dataset_path = r["dataset-path"].as<std::string>();
+    }
     w.input_len = r["random-input-len"].as<long long>();
     w.output_len = r["random-output-len"].as<long long>();
     w.range_ratio = r["random-range-ratio"].as<double>();
@@ -105,7 +111,9 @@ int run(int argc, char** argv) {
     if (r.count("vocab-size") && r.count("tokenizer"))
       throw std::invalid_argument(
           "--vocab-size and --tokenizer both give the vocabulary; give one");
-    if (r.count("vocab-size")) {
+    if (w.dataset == "random") {
+      b.vocab_source = "not needed (the server's /v1/tokenize)";
+    } else if (r.count("vocab-size")) {
       w.vocab_size = r["vocab-size"].as<long long>();
       b.vocab_source = "--vocab-size";
     } else if (r.count("tokenizer")) {

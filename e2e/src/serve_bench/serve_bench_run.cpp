@@ -14,6 +14,7 @@
 #include "commands/command.hpp"
 #include "http/http_client.hpp"
 #include "http/server_api.hpp"
+#include "serve_bench/sharegpt.hpp"
 
 namespace dsv4::eval::serve {
 using nlohmann::json;
@@ -201,6 +202,36 @@ HttpResult server_info(const std::string& base) {
   return r;
 }
 
+// The server's tokenizer (SGLang's /v1/tokenize), for the `random` dataset's ShareGPT text.
+Encoder server_encoder(const std::string& base) {
+  return [base](const std::vector<std::string>& texts) {
+    HttpRequest r;
+    r.url = base + "/v1/tokenize";
+    r.body = json{{"prompt", texts}, {"add_special_tokens", true}}.dump();
+    r.timeout_s = 120;
+    r.max_attempts = 3;
+    r.backoff_s = 0.25;
+    const HttpResult res = http_fetch(std::move(r));
+    if (auto refusal = api_key_refusal(res); !refusal.empty())
+      throw BenchError(kExitCouldNotRun, refusal);
+    if (!res.ok())
+      throw BenchError(kExitCouldNotRun,
+                       "--dataset-name random tokenises ShareGPT text with the server's "
+                       "/v1/tokenize, which failed: " +
+                           res.error_message);
+    const json j = json::parse(res.body, nullptr, false);
+    if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array() ||
+        j["tokens"].size() != texts.size())
+      throw BenchError(kExitCouldNotRun, "/v1/tokenize answered without one token list per prompt");
+    std::vector<std::vector<int32_t>> out;
+    for (const auto& t : j["tokens"]) {
+      out.emplace_back();
+      for (const auto& id : t) out.back().push_back(id.get<int32_t>());
+    }
+    return out;
+  };
+}
+
 // Before anything is sent: the server answers, and accepts the key.
 void check_server(const std::string& base) {
   const HttpResult r = server_info(base);
@@ -251,9 +282,12 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
   out.vocab_source = o.vocab_source;
   std::vector<BenchRequest> reqs;
   try {
-    reqs = make_workload(w);
+    reqs = w.dataset == "random"
+               ? random_sharegpt_workload(w, load_sharegpt(o.dataset_path), server_encoder(base))
+               : make_workload(w);
   } catch (const std::invalid_argument& e) {
-    throw BenchError(kExitUsage, std::string("--") + e.what());
+    const std::string what = e.what();
+    throw BenchError(kExitUsage, what.rfind("--", 0) == 0 ? what : "--" + what);
   }
   const size_t cap = size_t(o.max_concurrency.value_or(w.num_prompts));
   if (auto e = check_open_file_limit(

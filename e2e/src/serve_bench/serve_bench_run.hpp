@@ -37,6 +37,7 @@ struct BenchOptions {
   std::string url;           // server base URL
   WorkloadSpec workload;     // vocab_size from --tokenizer or --vocab-size (required)
   std::string vocab_source;  // where vocab_size came from, for the report
+  std::string dataset_path;  // ShareGPT JSON for the `random` dataset
   std::optional<int64_t> max_concurrency;
   int64_t warmup_requests = 1;
   double request_timeout_s = 6 * 3600.0;  // per request, as bench_serving's session timeout

@@ -76,16 +76,26 @@ double NumpyRandomState::exponential(double scale) {
   return -std::log(1.0 - random_double()) * scale;
 }
 
+std::vector<int64_t> compute_random_lens(NumpyRandomState& rs, int64_t full, double ratio,
+                                         int64_t n) {
+  return rs.randint(std::max<int64_t>(int64_t(double(full) * ratio), 1), full + 1, n);
+}
+
+void exponential_arrivals(NumpyRandomState& rs, std::optional<double> rate,
+                          std::vector<BenchRequest>& reqs) {
+  double t = 0;
+  for (auto& r : reqs) {  // bench_serving's get_request: send, then wait exponential(1 / rate)
+    r.send_at_s = t;
+    if (rate && !std::isinf(*rate)) t += rs.exponential(1.0 / *rate);
+  }
+}
+
 namespace {
 
 std::vector<BenchRequest> random_ids_workload(const WorkloadSpec& s) {
   NumpyRandomState rs(uint32_t(s.seed));
-  auto lens = [&](int64_t full) {
-    return rs.randint(std::max<int64_t>(int64_t(double(full) * s.range_ratio), 1), full + 1,
-                      s.num_prompts);
-  };
-  const auto in_lens = lens(s.input_len);
-  const auto out_lens = lens(s.output_len);
+  const auto in_lens = compute_random_lens(rs, s.input_len, s.range_ratio, s.num_prompts);
+  const auto out_lens = compute_random_lens(rs, s.output_len, s.range_ratio, s.num_prompts);
   const auto offsets = rs.randint(0, s.vocab_size, s.num_prompts);
   std::vector<BenchRequest> reqs(size_t(s.num_prompts));
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -94,11 +104,7 @@ std::vector<BenchRequest> random_ids_workload(const WorkloadSpec& s) {
     for (size_t j = 0; j < reqs[i].input_ids.size(); ++j)
       reqs[i].input_ids[j] = int32_t((offsets[i] + int64_t(i) + int64_t(j)) % s.vocab_size);
   }
-  double t = 0;
-  for (auto& r : reqs) {  // bench_serving's get_request: send, then wait exponential(1 / rate)
-    r.send_at_s = t;
-    if (s.request_rate && !std::isinf(*s.request_rate)) t += rs.exponential(1.0 / *s.request_rate);
-  }
+  exponential_arrivals(rs, s.request_rate, reqs);
   return reqs;
 }
 

@@ -76,6 +76,14 @@ std::vector<int64_t> sample_lengths(WorkloadRng& rng, int64_t full_len, double r
 // Cumulative send offsets: 0 for the first request, then exponential gaps (all 0 without a rate).
 std::vector<double> arrival_offsets(WorkloadRng& rng, int64_t n, std::optional<double> rate);
 
+// bench_serving's compute_random_lens: n lengths randint(max(int(full * ratio), 1), full + 1).
+std::vector<int64_t> compute_random_lens(NumpyRandomState& rs, int64_t full, double ratio,
+                                         int64_t n);
+// bench_serving's get_request pacing: each request sent, then exponential(1 / rate) waited (no
+// draw without a finite rate).
+void exponential_arrivals(NumpyRandomState& rs, std::optional<double> rate,
+                          std::vector<BenchRequest>& reqs);
+
 // The benchmark's requests. Throws std::invalid_argument naming the field for bad values.
 std::vector<BenchRequest> make_workload(const WorkloadSpec& spec);
 
