@@ -1,14 +1,13 @@
-// compact_pages kernels: bf16 rows -> MXFP8-528 / NVFP4-288 page rows at slot locations
-// (quantise), and page rows -> bf16 / fp32 rows (dequantise), through the shared block codecs of
-// dsv4/ref/formats/ (mxfp8.hpp, nvfp4.hpp), so kernel and reference round the same way.
+// compact_pages kernels: bf16 rows -> SGLang's paged KV layouts at slot locations (quantise), and
+// slots -> bf16 / fp32 rows (dequantise), through the shared tile codecs of
+// dsv4/ref/formats/kv_tiles.hpp, so kernel and reference round the same way.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
 #include "dsv4/gpu/gpu.hpp"
 #include "dsv4/kernels/compact_pages.hpp"
-#include "dsv4/ref/formats/mxfp8.hpp"
-#include "dsv4/ref/formats/nvfp4.hpp"
+#include "dsv4/ref/formats/kv_tiles.hpp"
 
 #if DSV4_GPU_HIP
 // The CMake flags already turn contraction off; this keeps the source faithful when compiled by
@@ -33,7 +32,7 @@ using Pack8 = uint2;
 #endif
 
 constexpr int kThreads = 256;
-// Values per lane when dequantising into Out.
+
 template <class Out>
 constexpr int dequant_values() {
   return sizeof(Out) == 4 ? 8 : 16;
@@ -43,17 +42,21 @@ __device__ __forceinline__ void count_error(int64_t* errors) {
   atomicAdd(reinterpret_cast<unsigned long long*>(errors), 1ull);
 }
 
-// Stores kBytes (4, 8, 16 or 32) from words w[] at dst, aligned to min(kBytes, 16).
+// Stores kBytes (1, 2, 4, 8 or a multiple of 16) from words w[] at dst, aligned to min(kBytes, 16).
 template <int kBytes>
 __device__ __forceinline__ void store_bytes(uint8_t* dst, const uint32_t* w) {
-  if constexpr (kBytes == 4) {
+  if constexpr (kBytes == 1) {
+    *dst = uint8_t(w[0]);
+  } else if constexpr (kBytes == 2) {
+    *reinterpret_cast<uint16_t*>(dst) = uint16_t(w[0]);
+  } else if constexpr (kBytes == 4) {
     *reinterpret_cast<uint32_t*>(dst) = w[0];
   } else if constexpr (kBytes == 8) {
     Pack8 p;
     p.x = w[0], p.y = w[1];
     *reinterpret_cast<Pack8*>(dst) = p;
   } else {
-    static_assert(kBytes % 16 == 0, "store_bytes: 4, 8 or a multiple of 16 bytes");
+    static_assert(kBytes % 16 == 0, "store_bytes: 1, 2, 4, 8 or a multiple of 16 bytes");
     DSV4_FMT_UNROLL
     for (int k = 0; k < kBytes / 16; ++k) {
       Pack16 p;
@@ -63,19 +66,56 @@ __device__ __forceinline__ void store_bytes(uint8_t* dst, const uint32_t* w) {
   }
 }
 
+// Loads kBytes (4, 8 or 16) at p, aligned to kBytes, as words.
+template <int kBytes>
+__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t* w) {
+  if constexpr (kBytes == 4) {
+    w[0] = *reinterpret_cast<const uint32_t*>(p);
+  } else if constexpr (kBytes == 8) {
+    const Pack8 v = *reinterpret_cast<const Pack8*>(p);
+    w[0] = v.x, w[1] = v.y;
+  } else {
+    static_assert(kBytes == 16, "load_words: 4, 8 or 16 bytes");
+    const Pack16 v = *reinterpret_cast<const Pack16*>(p);
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  }
+}
+
+// The pool's geometry, as the kernels use it.
+struct Geometry {
+  uint64_t page_size, total_slots;
+  int64_t page_bytes, scale_offset;
+};
+
+// Byte offset of slot s's page and its row in it; 32-bit division while both fit.
+__device__ __forceinline__ void page_and_row(uint64_t s, const Geometry& g, int64_t* page_base,
+                                             int64_t* row) {
+  uint64_t page, r;
+  if ((s | g.page_size) >> 32) {
+    page = s / g.page_size;
+    r = s - page * g.page_size;
+  } else {
+    const uint32_t p32 = uint32_t(s) / uint32_t(g.page_size);
+    page = p32;
+    r = uint32_t(s) - p32 * uint32_t(g.page_size);
+  }
+  *page_base = int64_t(page) * g.page_bytes;
+  *row = int64_t(r);
+}
+
 struct QuantizeArgs {
   const Pack16* src;
   int64_t src_stride;  // in packs of 8 values
   const int64_t* slots;
   int64_t n_rows;
   uint8_t* pool;
-  int64_t pool_rows;
+  Geometry g;
   int64_t* errors;
 };
 
-// The largest magnitude of the L lanes of a block (width-L butterfly; every lane takes part).
+// The largest of v over the L lanes of a tile (width-L butterfly; every lane takes part).
 template <int L>
-__device__ __forceinline__ uint32_t block_max(uint32_t v) {
+__device__ __forceinline__ uint32_t tile_max(uint32_t v) {
   if constexpr (L > 1) {
     DSV4_FMT_UNROLL
     for (int off = L / 2; off > 0; off >>= 1) {
@@ -86,16 +126,46 @@ __device__ __forceinline__ uint32_t block_max(uint32_t v) {
   return v;
 }
 
-// L lanes per scale block, kV = block / L consecutive values per lane; a row is 512 / kV lanes.
-// Every lane reaches the shuffles, whatever its row does, so the width-L groups are complete. A
-// lane reads its part of row t whether or not the row's slot is valid (row t exists), so the read
-// does not wait for the slot.
-template <int kFormat, int L>
+// Magnitude bits (bf16) of the largest value of words w[0..n): NaN included (above 0x7f80) when
+// kWithNaN, else NaN skipped (fmaxf drops a NaN operand; bf16 values are exact in fp32).
+template <bool kWithNaN, int n>
+__device__ __forceinline__ uint32_t words_max(const uint32_t* w) {
+  if constexpr (kWithNaN) {
+    // Both halves of |w| | 0x80008000 compare as their high 16 bits.
+    uint32_t lo = 0, hi = 0;
+    DSV4_FMT_UNROLL
+    for (int j = 0; j < n; ++j) {
+      const uint32_t a = (w[j] & 0x7fff7fffu) | 0x80008000u;
+      hi = a > hi ? a : hi;
+      lo = (a << 16) > lo ? (a << 16) : lo;
+    }
+    hi = (hi >> 16) & 0x7fffu;
+    lo = (lo >> 16) & 0x7fffu;
+    return hi > lo ? hi : lo;
+  } else {
+    float mx = 0.0f;
+    DSV4_FMT_UNROLL
+    for (int j = 0; j < n; ++j) {
+      const float lo = f32_from_bits(w[j] << 16), hi = f32_from_bits(w[j] & 0xffff0000u);
+      mx = fmaxf(mx, fmaxf(fabsf(lo), fabsf(hi)));
+    }
+    return f32_bits(mx) >> 16;
+  }
+}
+
+// One lane: kV consecutive values of a row. kLanesPerTile lanes share a tile (kV < tile), or one
+// lane holds kTiles whole tiles. Every lane reaches the shuffles, whatever its row does, so the
+// width-L groups are complete. A lane reads its part of row t whether or not the row's slot is
+// valid (row t exists), so the read does not wait for the slot.
+template <int kLayout, int kV>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantizeArgs a) {
-  constexpr PageFormat F = PageFormat(kFormat);
-  constexpr int kV = page_block_values(F) / L;
-  constexpr int kW = kV / 2;  // words of two bf16 values
-  constexpr int kLanesPerRow = kPageRowValues / kV;
+  constexpr PageLayout P = page_layout(KvLayout(kLayout));
+  constexpr int kTile = P.tile_values;
+  constexpr int kL = kV < kTile ? kTile / kV : 1;      // lanes per tile
+  constexpr int kTiles = kV > kTile ? kV / kTile : 1;  // tiles per lane
+  constexpr int kTileValues = kV / kTiles;             // values of one tile in this lane
+  constexpr int kW = kV / 2;                           // words of two bf16 values
+  constexpr int kLanesPerRow = kTokenValues / kV;
   static_assert(kV % 8 == 0, "a lane moves whole 16-byte packs");
 
   const int64_t gid = int64_t(blockIdx.x) * kThreads + threadIdx.x;
@@ -115,72 +185,82 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantizeArgs a) {
     DSV4_FMT_UNROLL
     for (int j = 0; j < kW; ++j) w[j] = 0;
   }
-  const bool active = slot >= 0 && slot < a.pool_rows;
-  if (slot >= a.pool_rows && lane == 0) count_error(a.errors);
+  const bool active = slot >= 0 && uint64_t(slot) < a.g.total_slots;
+  if (slot >= 0 && !active && lane == 0) count_error(a.errors);
 
-  minifloat::Bf16Amax m;
-  if constexpr (F == PageFormat::kMxfp8) {
-    // The maximum without NaN (fmaxf drops a NaN operand; bf16 values are exact in fp32, so the
-    // maximum's bits are a bf16 magnitude).
-    float mx = 0.0f;
-    DSV4_FMT_UNROLL
-    for (int j = 0; j < kW; ++j) {
-      const float lo = f32_from_bits(w[j] << 16), hi = f32_from_bits(w[j] & 0xffff0000u);
-      mx = fmaxf(mx, fmaxf(fabsf(lo), fabsf(hi)));
-    }
-    m.bits = block_max<L>(f32_bits(mx) >> 16);
-    m.nan = false;  // MXFP8 scales ignore NaN elements
-  } else {
-    // The maximum magnitude, NaN included: a block holding a NaN shows a maximum above 0x7f80,
-    // and NVFP4 needs nothing else of such a block. Both halves of the masked word the encoder
-    // uses (|w| with bits 15 and 31 set) compare as their high 16 bits.
-    uint32_t lo = 0, hi = 0;
-    DSV4_FMT_UNROLL
-    for (int j = 0; j < kW; ++j) {
-      const uint32_t a = (w[j] & 0x7fff7fffu) | 0x80008000u;
-      hi = a > hi ? a : hi;
-      lo = (a << 16) > lo ? (a << 16) : lo;
-    }
-    hi = (hi >> 16) & 0x7fffu;
-    lo = (lo >> 16) & 0x7fffu;
-    const uint32_t mx = block_max<L>(hi > lo ? hi : lo);
-    m.bits = mx;
-    m.nan = mx > 0x7f80u;
-  }
+  // Tile maxima: v4 skips NaN (Triton's tl.max); v41 and v41_fp4 see it (above 0x7f80).
+  constexpr bool kWithNaN = !(P.id == KvLayout::kV4 || P.id == KvLayout::kV4Fnuz);
+  uint32_t mx[kTiles];
+  DSV4_FMT_UNROLL
+  for (int k = 0; k < kTiles; ++k)
+    mx[k] = tile_max<kL>(words_max<kWithNaN, kTileValues / 2>(w + k * kTileValues / 2));
   if (!active) return;
 
-  uint8_t* row = a.pool + slot * page_row_bytes(F);
-  const int block = lane / L;
-  uint8_t sc;
-  if constexpr (F == PageFormat::kMxfp8) {
-    sc = mxfp8::block_scale(m);
-    const uint32_t bias = mxfp8::encode_bias(sc);
-    uint32_t q[kV / 4];  // one e4m3 byte per value
-    DSV4_FMT_UNROLL
-    for (int j = 0; j < kW; j += 2)
-      q[j / 2] = uint32_t(mxfp8::encode(uint16_t(w[j]), sc, bias)) |
-                 (uint32_t(mxfp8::encode(uint16_t(w[j] >> 16), sc, bias)) << 8) |
-                 (uint32_t(mxfp8::encode(uint16_t(w[j + 1]), sc, bias)) << 16) |
-                 (uint32_t(mxfp8::encode(uint16_t(w[j + 1] >> 16), sc, bias)) << 24);
-    store_bytes<kV>(row + lane * kV, q);
-  } else {
-    sc = nvfp4::block_scale(m);
-    const nvfp4::PairThresholds pt = nvfp4::pair_thresholds(sc);
+  int64_t page_base, row;
+  page_and_row(uint64_t(slot), a.g, &page_base, &row);
+  uint8_t* data = a.pool + page_base + row * P.data_bytes;
+  uint8_t* scales = a.pool + page_base + a.g.scale_offset + row * P.scale_bytes;
+  const int v0 = lane * kV;
+  const int tile0 = v0 / kTile;
+  uint32_t sc_word = 0;  // the lane's scale bytes, tile k in byte k
+
+  if constexpr (P.fp4) {
     uint32_t q[kV / 8];  // one e2m1 nibble per value, value 2i in the low nibble of byte i
     DSV4_FMT_UNROLL
-    for (int j = 0; j < kV / 8; ++j)
-      q[j] = nvfp4::pack_nibbles(nvfp4::encode_pair_nibbles(w[4 * j], pt),
-                                 nvfp4::encode_pair_nibbles(w[4 * j + 1], pt),
-                                 nvfp4::encode_pair_nibbles(w[4 * j + 2], pt),
-                                 nvfp4::encode_pair_nibbles(w[4 * j + 3], pt));
-    store_bytes<kV / 2>(row + lane * (kV / 2), q);
+    for (int k = 0; k < kTiles; ++k) {
+      minifloat::Bf16Amax m{mx[k], mx[k] > kv::kInfBits};
+      const uint8_t sc = kv::fp4_scale(m);
+      sc_word |= uint32_t(sc) << (8 * k);
+      const nvfp4::PairThresholds pt = nvfp4::pair_thresholds(sc);
+      DSV4_FMT_UNROLL
+      for (int j = k * kTileValues / 8; j < (k + 1) * kTileValues / 8; ++j)
+        q[j] = nvfp4::pack_nibbles(nvfp4::encode_pair_nibbles(w[4 * j], pt),
+                                   nvfp4::encode_pair_nibbles(w[4 * j + 1], pt),
+                                   nvfp4::encode_pair_nibbles(w[4 * j + 2], pt),
+                                   nvfp4::encode_pair_nibbles(w[4 * j + 3], pt));
+    }
+    store_bytes<kV / 2>(data + v0 / 2, q);
+  } else if constexpr (P.id == KvLayout::kV41) {
+    uint32_t q[kV / 4];  // one e4m3 byte per value
+    DSV4_FMT_UNROLL
+    for (int k = 0; k < kTiles; ++k) {
+      minifloat::Bf16Amax m{mx[k], mx[k] > kv::kInfBits};
+      const kv::V41Tile tl = kv::v41_tile(m);
+      sc_word |= uint32_t(tl.sc) << (8 * k);
+      DSV4_FMT_UNROLL
+      for (int j = k * kTileValues / 2; j < (k + 1) * kTileValues / 2; j += 2)
+        q[j / 2] = uint32_t(kv::v41_encode(uint16_t(w[j]), tl)) |
+                   (uint32_t(kv::v41_encode(uint16_t(w[j] >> 16), tl)) << 8) |
+                   (uint32_t(kv::v41_encode(uint16_t(w[j + 1]), tl)) << 16) |
+                   (uint32_t(kv::v41_encode(uint16_t(w[j + 1] >> 16), tl)) << 24);
+    }
+    store_bytes<kV>(data + v0, q);
+  } else {
+    if (v0 >= P.quant_values) {  // the raw bf16 tail: stored as read
+      store_bytes<2 * kV>(data + P.quant_values + 2 * (v0 - P.quant_values), w);
+      return;
+    }
+    uint32_t q[kV / 4];
+    DSV4_FMT_UNROLL
+    for (int k = 0; k < kTiles; ++k) {
+      minifloat::Bf16Amax m{mx[k], false};
+      const kv::V4Tile tl = kv::v4_tile(m, P.fp8);
+      sc_word |= uint32_t(tl.sc) << (8 * k);
+      DSV4_FMT_UNROLL
+      for (int j = k * kTileValues / 2; j < (k + 1) * kTileValues / 2; j += 2)
+        q[j / 2] = uint32_t(kv::v4_encode(uint16_t(w[j]), tl)) |
+                   (uint32_t(kv::v4_encode(uint16_t(w[j] >> 16), tl)) << 8) |
+                   (uint32_t(kv::v4_encode(uint16_t(w[j + 1]), tl)) << 16) |
+                   (uint32_t(kv::v4_encode(uint16_t(w[j + 1] >> 16), tl)) << 24);
+    }
+    store_bytes<kV>(data + v0, q);
   }
-  if (lane % L == 0) row[page_scale_offset(F) + block] = sc;
+  if (lane % kL == 0) store_bytes<kTiles>(scales + tile0, &sc_word);
 }
 
 struct DequantizeArgs {
   const uint8_t* pool;
-  int64_t pool_rows;
+  Geometry g;
   const int64_t* slots;
   int64_t n_rows;
   void* out;
@@ -188,46 +268,51 @@ struct DequantizeArgs {
   int64_t* errors;
 };
 
-// Loads kBytes (4, 8 or 16) at p, aligned to kBytes, as words.
-template <int kBytes>
-__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t* w) {
-  if constexpr (kBytes == 4) {
-    w[0] = *reinterpret_cast<const uint32_t*>(p);
-  } else if constexpr (kBytes == 8) {
-    const Pack8 v = *reinterpret_cast<const Pack8*>(p);
-    w[0] = v.x, w[1] = v.y;
-  } else {
-    static_assert(kBytes == 16, "load_words: 4, 8 or 16 bytes");
-    const Pack16 v = *reinterpret_cast<const Pack16*>(p);
-    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-  }
-}
-
-// kV values per lane: 16 for bf16 output (32 bytes stored), 8 for fp32 (also 32 bytes: wider
-// per-lane stores measured slower); no cross-lane work.
-template <int kFormat, class Out>
+// kV values per lane: 16 for bf16 output (32 bytes stored), 8 for fp32 (also 32 bytes); one scale
+// per lane (kV <= every tile); no cross-lane work.
+template <int kLayout, class Out>
 __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) {
-  constexpr PageFormat F = PageFormat(kFormat);
+  constexpr PageLayout P = page_layout(KvLayout(kLayout));
   constexpr bool kF32 = sizeof(Out) == 4;
   constexpr int kV = dequant_values<Out>();
-  constexpr int kLanes = kPageRowValues / kV;
-  constexpr int kCodeBytes = F == PageFormat::kMxfp8 ? kV : kV / 2;
+  constexpr int kLanes = kTokenValues / kV;
+  constexpr int kOutWords = kV * int(sizeof(Out)) / 4;  // fp32 bits, or pairs of bf16
   const int64_t gid = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   const int64_t t = gid / kLanes;
   const int lane = int(gid - t * kLanes);
   if (t >= a.n_rows) return;
   const int64_t slot = a.slots[t];
   if (slot < 0) return;
-  if (slot >= a.pool_rows) {
+  if (uint64_t(slot) >= a.g.total_slots) {
     if (lane == 0) count_error(a.errors);
     return;
   }
-  const uint8_t* row = a.pool + slot * page_row_bytes(F);
-  const uint8_t sc = row[page_scale_offset(F) + lane * kV / page_block_values(F)];
+  int64_t page_base, row;
+  page_and_row(uint64_t(slot), a.g, &page_base, &row);
+  const uint8_t* data = a.pool + page_base + row * P.data_bytes;
+  const int v0 = lane * kV;
+  uint32_t w[kOutWords];
+  Out* out = static_cast<Out*>(a.out) + t * a.out_stride + v0;
+
+  if constexpr (!P.fp4 && P.quant_values < kTokenValues) {
+    if (v0 >= P.quant_values) {  // v4's raw bf16 tail
+      uint32_t raw[kV / 2];
+      const uint8_t* p = data + P.quant_values + 2 * (v0 - P.quant_values);
+      DSV4_FMT_UNROLL
+      for (int k = 0; k < kV / 8; ++k) load_words<16>(p + 16 * k, raw + 4 * k);
+      DSV4_FMT_UNROLL
+      for (int j = 0; j < kOutWords; ++j)
+        w[j] = kF32 ? (j % 2 ? raw[j / 2] & 0xffff0000u : raw[j / 2] << 16) : raw[j];
+      store_bytes<int(sizeof(Out)) * kV>(reinterpret_cast<uint8_t*>(out), w);
+      return;
+    }
+  }
+  const uint8_t sc =
+      a.pool[page_base + a.g.scale_offset + row * P.scale_bytes + v0 / P.tile_values];
+  constexpr int kCodeBytes = P.fp4 ? kV / 2 : kV;
   uint32_t codes[kCodeBytes / 4];
-  load_words<kCodeBytes>(row + lane * kCodeBytes, codes);
-  uint32_t w[kV * sizeof(Out) / 4];  // fp32 bits, or pairs of bf16
-  if constexpr (F == PageFormat::kMxfp8) {
+  load_words<kCodeBytes>(data + (P.fp4 ? v0 / 2 : v0), codes);
+  if constexpr (P.id == KvLayout::kV41) {
     DSV4_FMT_UNROLL
     for (int k = 0; k < kV / 4; ++k) {
       if constexpr (kF32)
@@ -235,22 +320,25 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
       else
         mxfp8::decode4_bf16(codes[k], sc, w + 2 * k);
     }
+  } else if constexpr (!P.fp4) {
+    DSV4_FMT_UNROLL
+    for (int k = 0; k < kV / 4; ++k) {
+      if constexpr (kF32)
+        kv::v4_decode4_bits(codes[k], sc, P.fp8, w + 4 * k);
+      else
+        kv::v4_decode4_bf16(codes[k], sc, P.fp8, w + 2 * k);
+    }
+  } else if constexpr (!kF32) {  // fp4 -> bf16 through the scale's table
+    const nvfp4::PairTable tb = nvfp4::pair_table(sc);
+    DSV4_FMT_UNROLL
+    for (int k = 0; k < kV / 8; ++k) nvfp4::decode8_bf16(codes[k], tb, w + 4 * k);
   } else {
     const nvfp4::Decoder d = nvfp4::decoder(sc);
-    uint32_t bits[kV];
-    if (d.nan) {
-      DSV4_FMT_UNROLL
-      for (int i = 0; i < kV; ++i) bits[i] = 0x7fc00000u;
-    } else {
-      DSV4_FMT_UNROLL
-      for (int i = 0; i < kV; ++i)
-        bits[i] = nvfp4::decode_bits_number(uint8_t((codes[i / 8] >> (4 * (i % 8))) & 0xfu), d);
-    }
     DSV4_FMT_UNROLL
-    for (int i = 0; i < (kF32 ? kV : kV / 2); ++i)
-      w[i] = kF32 ? bits[i] : (bits[2 * i] >> 16) | (bits[2 * i + 1] & 0xffff0000u);
+    for (int i = 0; i < kV; ++i)
+      w[i] = d.nan ? kv::kNaN32
+                   : nvfp4::decode_bits_number(uint8_t((codes[i / 8] >> (4 * (i % 8))) & 0xfu), d);
   }
-  Out* out = static_cast<Out*>(a.out) + t * a.out_stride + lane * kV;
   store_bytes<int(sizeof(Out)) * kV>(reinterpret_cast<uint8_t*>(out), w);
 }
 
@@ -262,21 +350,33 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-void check_format(const char* fn, PageFormat f) {
-  if (f != PageFormat::kMxfp8 && f != PageFormat::kNvfp4)
-    bad(fn, "format=" + std::to_string(int(f)) + " is not kMxfp8 (0) or kNvfp4 (1)");
+void check_layout(const char* fn, KvLayout l) {
+  if (!kv_layout_valid(int(l)))
+    bad(fn, "layout=" + std::to_string(int(l)) +
+                " is not one of v41 (0), v41_fp4 (1), v4 (2), v4_fnuz (3)");
 }
 
-// Checks what both directions share; returns the stride (0 replaced by 512).
-int64_t check_rows(const char* fn, const char* stride_name, int64_t stride, int64_t n_rows,
-                   int64_t pool_rows) {
+// Checks what both directions share; returns the geometry.
+Geometry check_pool(const char* fn, KvLayout l, int64_t page_size, int64_t num_pages,
+                    int64_t n_rows) {
   if (n_rows < 0 || n_rows > INT32_MAX)
     bad(fn, "n_rows=" + std::to_string(n_rows) + " must be in [0, 2^31)");
-  if (pool_rows < 0) bad(fn, "pool_rows=" + std::to_string(pool_rows) + " must be >= 0");
-  if (stride == 0) stride = kPageRowValues;
-  if (stride < kPageRowValues || stride % 8 != 0)
-    bad(fn, std::string(stride_name) + "=" + std::to_string(stride) +
-                " must be 0 or a multiple of 8 >= 512");
+  if (page_size < 1 || page_size > (int64_t(1) << 32))
+    bad(fn, "page_size=" + std::to_string(page_size) + " must be in [1, 2^32]");
+  const PageLayout L = page_layout(l);
+  const int64_t pb = L.page_bytes(page_size);
+  if (num_pages < 0 || (num_pages > 0 && pb > INT64_MAX / num_pages))
+    bad(fn, "num_pages=" + std::to_string(num_pages) + " must be >= 0 and keep the pool below " +
+                "2^63 bytes");
+  return Geometry{uint64_t(page_size), uint64_t(num_pages) * uint64_t(page_size), pb,
+                  L.scale_offset(page_size)};
+}
+
+int64_t check_stride(const char* fn, const char* name, int64_t stride) {
+  if (stride == 0) stride = kTokenValues;
+  if (stride < kTokenValues || stride % 8 != 0)
+    bad(fn,
+        std::string(name) + "=" + std::to_string(stride) + " must be 0 or a multiple of 8 >= 512");
   return stride;
 }
 
@@ -296,88 +396,103 @@ dim3 grid_for(int64_t n_rows, int lanes_per_row) {
   return dim3(gpu::ceil_div(size_t(n_rows) * size_t(lanes_per_row), kThreads));
 }
 
-template <int kFormat, int L>
+template <int kLayout, int kV>
 void launch_quantize(const QuantizeArgs& a, hipStream_t s) {
-  constexpr int lanes_per_row = kPageRowValues * L / page_block_values(PageFormat(kFormat));
-  gpu::launch(quantize_kernel<kFormat, L>, grid_for(a.n_rows, lanes_per_row), dim3(kThreads), 0, s,
-              a);
+  gpu::launch(quantize_kernel<kLayout, kV>, grid_for(a.n_rows, kTokenValues / kV), dim3(kThreads),
+              0, s, a);
+}
+
+template <int kLayout>
+void launch_quantize_v(int v, const QuantizeArgs& a, hipStream_t s) {
+  if (v == 8) launch_quantize<kLayout, 8>(a, s);
+  if (v == 16) launch_quantize<kLayout, 16>(a, s);
+  if (v == 32) launch_quantize<kLayout, 32>(a, s);
+  if (v == 64) launch_quantize<kLayout, 64>(a, s);
 }
 
 template <class Out>
-void dequantize_impl(PageFormat f, const uint8_t* pool, int64_t pool_rows, const int64_t* slots,
-                     int64_t n_rows, Out* out, int64_t out_stride, int64_t* errors, gpu::Stream s) {
+void dequantize_impl(KvLayout l, int64_t page_size, const uint8_t* pool, int64_t num_pages,
+                     const int64_t* slots, int64_t n_rows, Out* out, int64_t out_stride,
+                     int64_t* errors, gpu::Stream s) {
   const char* fn = "dequantize";
-  check_format(fn, f);
-  out_stride = check_rows(fn, "out_stride", out_stride, n_rows, pool_rows);
+  check_layout(fn, l);
+  const Geometry g = check_pool(fn, l, page_size, num_pages, n_rows);
+  out_stride = check_stride(fn, "out_stride", out_stride);
   if (n_rows == 0) return;
   check_pointers(fn, "out", out, pool, slots, errors);
-  DequantizeArgs a;
-  a.pool = pool;
-  a.pool_rows = pool_rows;
-  a.slots = slots;
-  a.n_rows = n_rows;
-  a.out = out;
-  a.out_stride = out_stride;
-  a.errors = errors;
+  const DequantizeArgs a{pool, g, slots, n_rows, out, out_stride, errors};
   const hipStream_t st = static_cast<hipStream_t>(s);
-  const dim3 grid = grid_for(n_rows, kPageRowValues / dequant_values<Out>());
-  if (f == PageFormat::kMxfp8)
-    gpu::launch(dequantize_kernel<int(PageFormat::kMxfp8), Out>, grid, dim3(kThreads), 0, st, a);
-  else
-    gpu::launch(dequantize_kernel<int(PageFormat::kNvfp4), Out>, grid, dim3(kThreads), 0, st, a);
+  const dim3 grid = grid_for(n_rows, kTokenValues / dequant_values<Out>());
+  switch (l) {
+    case KvLayout::kV41:
+      gpu::launch(dequantize_kernel<int(KvLayout::kV41), Out>, grid, dim3(kThreads), 0, st, a);
+      break;
+    case KvLayout::kV41Fp4:
+      gpu::launch(dequantize_kernel<int(KvLayout::kV41Fp4), Out>, grid, dim3(kThreads), 0, st, a);
+      break;
+    case KvLayout::kV4:
+      gpu::launch(dequantize_kernel<int(KvLayout::kV4), Out>, grid, dim3(kThreads), 0, st, a);
+      break;
+    case KvLayout::kV4Fnuz:
+      gpu::launch(dequantize_kernel<int(KvLayout::kV4Fnuz), Out>, grid, dim3(kThreads), 0, st, a);
+      break;
+  }
 }
 
 }  // namespace
 
-bool lanes_supported(PageFormat f, int lanes) {
-  if (f == PageFormat::kMxfp8) return lanes == 1 || lanes == 2 || lanes == 4;
-  if (f == PageFormat::kNvfp4) return lanes == 1 || lanes == 2;
-  return false;
+bool values_per_lane_supported(KvLayout l, int v) {
+  if (!kv_layout_valid(int(l))) return false;
+  if (v == 0) return true;
+  const int tile = page_layout(l).tile_values;
+  return (v == 8 || v == 16 || v == 32 || v == 64) && v <= 4 * tile;
 }
 
-void quantize(PageFormat f, const bf16* src, int64_t src_stride, const int64_t* slots,
-              int64_t n_rows, uint8_t* pool, int64_t pool_rows, int64_t* errors, gpu::Stream s,
-              const Options& opt) {
+// 32 values per lane, the fastest measured on an H200 (bench/compact_pages.cpp prints each choice).
+int default_values_per_lane(KvLayout l) { return l == KvLayout::kV41Fp4 ? 32 : 32; }
+
+void quantize(KvLayout l, int64_t page_size, const bf16* src, int64_t src_stride,
+              const int64_t* slots, int64_t n_rows, uint8_t* pool, int64_t num_pages,
+              int64_t* errors, gpu::Stream s, const Options& opt) {
   const char* fn = "quantize";
-  check_format(fn, f);
-  // Default: one lane per block (32 or 16 values), the fastest measured on an H200
-  // (bench/compact_pages.cpp prints every choice).
-  const int lanes = opt.lanes_per_block ? opt.lanes_per_block : 1;
-  if (!lanes_supported(f, lanes))
-    bad(fn, "lanes_per_block=" + std::to_string(opt.lanes_per_block) + " is not one of " +
-                (f == PageFormat::kMxfp8 ? "0, 1, 2, 4" : "0, 1, 2") + " for " +
-                page_format_name(f));
-  src_stride = check_rows(fn, "src_stride", src_stride, n_rows, pool_rows);
+  check_layout(fn, l);
+  if (!values_per_lane_supported(l, opt.values_per_lane))
+    bad(fn, "values_per_lane=" + std::to_string(opt.values_per_lane) +
+                " is not 0, 8, 16, 32 or 64 (at most 4 tiles) for " + kv_layout_name(l));
+  const int v = opt.values_per_lane ? opt.values_per_lane : default_values_per_lane(l);
+  const Geometry g = check_pool(fn, l, page_size, num_pages, n_rows);
+  src_stride = check_stride(fn, "src_stride", src_stride);
   if (n_rows == 0) return;
   check_pointers(fn, "src", src, pool, slots, errors);
-  QuantizeArgs a;
-  a.src = reinterpret_cast<const Pack16*>(src);
-  a.src_stride = src_stride / 8;
-  a.slots = slots;
-  a.n_rows = n_rows;
-  a.pool = pool;
-  a.pool_rows = pool_rows;
-  a.errors = errors;
+  const QuantizeArgs a{
+      reinterpret_cast<const Pack16*>(src), src_stride / 8, slots, n_rows, pool, g, errors};
   const hipStream_t st = static_cast<hipStream_t>(s);
-  constexpr int kMx = int(PageFormat::kMxfp8), kNv = int(PageFormat::kNvfp4);
-  if (f == PageFormat::kMxfp8) {
-    if (lanes == 1) launch_quantize<kMx, 1>(a, st);
-    if (lanes == 2) launch_quantize<kMx, 2>(a, st);
-    if (lanes == 4) launch_quantize<kMx, 4>(a, st);
-  } else {
-    if (lanes == 1) launch_quantize<kNv, 1>(a, st);
-    if (lanes == 2) launch_quantize<kNv, 2>(a, st);
+  switch (l) {
+    case KvLayout::kV41:
+      launch_quantize_v<int(KvLayout::kV41)>(v, a, st);
+      break;
+    case KvLayout::kV41Fp4:
+      launch_quantize_v<int(KvLayout::kV41Fp4)>(v, a, st);
+      break;
+    case KvLayout::kV4:
+      launch_quantize_v<int(KvLayout::kV4)>(v, a, st);
+      break;
+    case KvLayout::kV4Fnuz:
+      launch_quantize_v<int(KvLayout::kV4Fnuz)>(v, a, st);
+      break;
   }
 }
 
-void dequantize(PageFormat f, const uint8_t* pool, int64_t pool_rows, const int64_t* slots,
-                int64_t n_rows, float* out, int64_t out_stride, int64_t* errors, gpu::Stream s) {
-  dequantize_impl(f, pool, pool_rows, slots, n_rows, out, out_stride, errors, s);
+void dequantize(KvLayout l, int64_t page_size, const uint8_t* pool, int64_t num_pages,
+                const int64_t* slots, int64_t n_rows, float* out, int64_t out_stride,
+                int64_t* errors, gpu::Stream s) {
+  dequantize_impl(l, page_size, pool, num_pages, slots, n_rows, out, out_stride, errors, s);
 }
 
-void dequantize(PageFormat f, const uint8_t* pool, int64_t pool_rows, const int64_t* slots,
-                int64_t n_rows, bf16* out, int64_t out_stride, int64_t* errors, gpu::Stream s) {
-  dequantize_impl(f, pool, pool_rows, slots, n_rows, out, out_stride, errors, s);
+void dequantize(KvLayout l, int64_t page_size, const uint8_t* pool, int64_t num_pages,
+                const int64_t* slots, int64_t n_rows, bf16* out, int64_t out_stride,
+                int64_t* errors, gpu::Stream s) {
+  dequantize_impl(l, page_size, pool, num_pages, slots, n_rows, out, out_stride, errors, s);
 }
 
 }  // namespace dsv4::kernels::compact_pages

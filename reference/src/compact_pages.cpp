@@ -1,17 +1,15 @@
-// compact_pages reference: page rows through the shared block codecs, the fp64 formulation, the
-// error bound, and the scatter / gather over a pool.
-#include "dsv4/ref/compact_pages.hpp"
-
+// compact_pages reference: tokens through the shared tile codecs, the fp64 formulation, the error
+// bound, and the scatter / gather over a pool of pages.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
-#include "dsv4/ref/formats/e2m1.hpp"
+#include "dsv4/ref/compact_pages.hpp"
 #include "dsv4/ref/formats/fp64.hpp"
-#include "dsv4/ref/formats/mxfp8.hpp"
-#include "dsv4/ref/formats/nvfp4.hpp"
+#include "dsv4/ref/formats/kv_tiles.hpp"
 
 namespace dsv4::ref::compact_pages {
 namespace {
@@ -20,17 +18,22 @@ namespace {
   throw std::invalid_argument(std::string("compact_pages::") + fn + ": " + what);
 }
 
-void check_format(const char* fn, PageFormat f) {
-  if (f != PageFormat::kMxfp8 && f != PageFormat::kNvfp4)
-    bad(fn, "format=" + std::to_string(int(f)) + " is not kMxfp8 (0) or kNvfp4 (1)");
+PageLayout layout_of(const char* fn, KvLayout l) {
+  if (!kv_layout_valid(int(l)))
+    bad(fn, "layout=" + std::to_string(int(l)) + " is not one of v41 (0), v41_fp4 (1), v4 (2), " +
+                "v4_fnuz (3)");
+  return page_layout(l);
 }
 
-// Rows of width 512, `stride` apart, `rows` of them, must fit `size` values.
+void check_page_size(const char* fn, int64_t page_size) {
+  if (page_size < 1) bad(fn, "page_size=" + std::to_string(page_size) + " is below 1");
+}
+
 size_t check_rows(const char* fn, const char* field, size_t size, size_t rows, size_t stride) {
-  if (stride == 0) stride = kRowValues;
-  if (stride < kRowValues)
+  if (stride == 0) stride = kTokenValues;
+  if (stride < size_t(kTokenValues))
     bad(fn, std::string(field) + "_stride=" + std::to_string(stride) + " is below 512");
-  const size_t need = rows == 0 ? 0 : (rows - 1) * stride + kRowValues;
+  const size_t need = rows == 0 ? 0 : (rows - 1) * stride + kTokenValues;
   if (size < need)
     bad(fn, std::string(field) + " holds " + std::to_string(size) + " values, " +
                 std::to_string(rows) + " rows of stride " + std::to_string(stride) + " need " +
@@ -38,22 +41,46 @@ size_t check_rows(const char* fn, const char* field, size_t size, size_t rows, s
   return stride;
 }
 
-void check_pool(const char* fn, PageFormat f, size_t size, size_t pool_rows) {
-  const size_t need = pool_rows * size_t(page_row_bytes(f));
+void check_pool(const char* fn, const PageLayout& L, int64_t page_size, size_t size,
+                size_t num_pages) {
+  const size_t need = num_pages * size_t(L.page_bytes(page_size));
   if (size < need)
     bad(fn, "pool holds " + std::to_string(size) +
-                " bytes, pool_rows=" + std::to_string(pool_rows) + " rows of " +
-                std::to_string(page_row_bytes(f)) + " need " + std::to_string(need));
+                " bytes, num_pages=" + std::to_string(num_pages) + " pages of " +
+                std::to_string(L.page_bytes(page_size)) + " need " + std::to_string(need));
 }
 
-// Magnitude of the largest non-NaN value (fp64), and whether a NaN or an infinity is present.
-struct BlockStats {
+minifloat::Bf16Amax amax_of(const bf16* x, int n) {
+  minifloat::Bf16Amax m = minifloat::bf16_amax_init();
+  for (int i = 0; i < n; ++i) minifloat::bf16_amax_add(m, x[i].bits);
+  return m;
+}
+
+uint32_t token_value_bits(const PageLayout& L, const uint8_t* data, const uint8_t* scales, int i) {
+  switch (L.id) {
+    case KvLayout::kV41:
+      return kv::v41_decode_bits(data[i], scales[i / 32]);
+    case KvLayout::kV41Fp4: {
+      const uint8_t b = data[i / 2];
+      return kv::fp4_decode_bits(i % 2 ? e2m1_hi(b) : e2m1_lo(b), scales[i / 16]);
+    }
+    default:
+      if (i >= L.quant_values) {
+        const int j = L.quant_values + 2 * (i - L.quant_values);
+        return (uint32_t(data[j]) | uint32_t(data[j + 1]) << 8) << 16;
+      }
+      return kv::v4_decode_bits(data[i], scales[i / 64], L.fp8);
+  }
+}
+
+// Stats of a tile in fp64: largest non-NaN magnitude, NaN and infinity present.
+struct TileStats {
   double amax = 0;
   bool nan = false, inf = false;
 };
 
-BlockStats stats(const bf16* x, int n) {
-  BlockStats s;
+TileStats stats(const bf16* x, int n) {
+  TileStats s;
   for (int i = 0; i < n; ++i) {
     const double v = fp64::bf16_value(x[i].bits);
     if (std::isnan(v)) {
@@ -66,146 +93,224 @@ BlockStats stats(const bf16* x, int n) {
   return s;
 }
 
-template <class Out, class Convert>
-Outcome gather(const char* fn, PageFormat f, std::span<const uint8_t> pool, size_t pool_rows,
-               std::span<const int64_t> slots, std::span<Out> out, size_t out_stride,
-               Convert row_to_out) {
-  check_format(fn, f);
-  check_pool(fn, f, pool.size(), pool_rows);
+template <class Out>
+Outcome gather(const char* fn, KvLayout l, int64_t page_size, std::span<const uint8_t> pool,
+               size_t num_pages, std::span<const int64_t> slots, std::span<Out> out,
+               size_t out_stride) {
+  const PageLayout L = layout_of(fn, l);
+  check_page_size(fn, page_size);
+  check_pool(fn, L, page_size, pool.size(), num_pages);
   out_stride = check_rows(fn, "out", out.size(), slots.size(), out_stride);
-  const size_t rb = size_t(page_row_bytes(f));
-  return for_each_slot(slots, pool_rows, [&](size_t t, size_t s) {
-    row_to_out(pool.data() + s * rb, out.data() + t * out_stride);
+  return for_each_slot(slots, num_pages * size_t(page_size), [&](size_t t, size_t s) {
+    const uint8_t* p = pool.data();
+    dequantize_token(l, p + L.data_row_offset(int64_t(s), page_size),
+                     p + L.scale_row_offset(int64_t(s), page_size), out.data() + t * out_stride);
     return true;
   });
 }
 
 }  // namespace
 
-void quantize_row(PageFormat f, const bf16* x, uint8_t* row) {
-  check_format("quantize_row", f);
-  uint16_t h[mxfp8::kBlock];
-  if (f == PageFormat::kMxfp8) {
-    for (int b = 0; b < 16; ++b) {
-      for (int i = 0; i < mxfp8::kBlock; ++i) h[i] = x[b * mxfp8::kBlock + i].bits;
-      row[512 + b] = mxfp8::quantize_block(h, row + b * mxfp8::kBlock);
+void quantize_token(KvLayout l, const bf16* x, uint8_t* data, uint8_t* scales) {
+  const PageLayout L = layout_of("quantize_token", l);
+  const int tv = L.tile_values;
+  for (int b = 0; b < L.scales; ++b) {
+    const bf16* tile = x + b * tv;
+    const minifloat::Bf16Amax m = amax_of(tile, tv);
+    if (l == KvLayout::kV41) {
+      const kv::V41Tile t = kv::v41_tile(m);
+      scales[b] = t.sc;
+      for (int i = 0; i < tv; ++i) data[b * tv + i] = kv::v41_encode(tile[i].bits, t);
+    } else if (l == KvLayout::kV41Fp4) {
+      const uint8_t sc = kv::fp4_scale(m);
+      scales[b] = sc;
+      const nvfp4::PairThresholds pt = nvfp4::pair_thresholds(sc);
+      for (int i = 0; i < tv; i += 2)
+        data[(b * tv + i) / 2] =
+            nvfp4::encode_pair(uint32_t(tile[i].bits) | (uint32_t(tile[i + 1].bits) << 16), pt);
+    } else {
+      const kv::V4Tile t = kv::v4_tile(m, L.fp8);
+      scales[b] = t.sc;
+      for (int i = 0; i < tv; ++i) data[b * tv + i] = kv::v4_encode(tile[i].bits, t);
     }
-  } else {
-    for (int b = 0; b < 32; ++b) {
-      for (int i = 0; i < nvfp4::kBlock; ++i) h[i] = x[b * nvfp4::kBlock + i].bits;
-      row[256 + b] = nvfp4::quantize_block(h, row + b * nvfp4::kBlock / 2);
+  }
+  if (l == KvLayout::kV4 || l == KvLayout::kV4Fnuz) {
+    for (int i = L.quant_values; i < kTokenValues; ++i) {
+      const int j = L.quant_values + 2 * (i - L.quant_values);
+      data[j] = uint8_t(x[i].bits & 0xff);
+      data[j + 1] = uint8_t(x[i].bits >> 8);
     }
   }
 }
 
-void dequantize_row(PageFormat f, const uint8_t* row, float* out) {
-  check_format("dequantize_row", f);
-  for (int i = 0; i < int(kRowValues); ++i) {
-    if (f == PageFormat::kMxfp8) {
-      out[i] = mxfp8::decode(row[i], row[512 + i / mxfp8::kBlock]);
-    } else {
-      const uint8_t byte = row[i / 2];
-      out[i] = nvfp4::decode(i % 2 ? e2m1_hi(byte) : e2m1_lo(byte), row[256 + i / nvfp4::kBlock]);
-    }
+void dequantize_token(KvLayout l, const uint8_t* data, const uint8_t* scales, float* out) {
+  const PageLayout L = layout_of("dequantize_token", l);
+  for (int i = 0; i < kTokenValues; ++i)
+    out[i] = f32_from_bits(token_value_bits(L, data, scales, i));
+}
+
+void dequantize_token(KvLayout l, const uint8_t* data, const uint8_t* scales, bf16* out) {
+  const PageLayout L = layout_of("dequantize_token", l);
+  for (int i = 0; i < kTokenValues; ++i) {
+    const uint32_t v = token_value_bits(L, data, scales, i);
+    // v4's raw bf16 values are copied as stored (their low half is zero).
+    out[i] = (l == KvLayout::kV4 || l == KvLayout::kV4Fnuz) && i >= L.quant_values
+                 ? bf16{uint16_t(v >> 16)}
+                 : f32_to_bf16(f32_from_bits(v));
   }
 }
 
-void dequantize_row(PageFormat f, const uint8_t* row, bf16* out) {
-  float v[kRowValues];
-  dequantize_row(f, row, v);
-  for (size_t i = 0; i < kRowValues; ++i) out[i] = f32_to_bf16(v[i]);
-}
-
-void quantize_row_fp64(PageFormat f, const bf16* x, uint8_t* row) {
-  check_format("quantize_row_fp64", f);
-  const int bv = page_block_values(f);
-  for (int b = 0; b < page_row_blocks(f); ++b) {
-    const bf16* blk = x + b * bv;
-    const BlockStats s = stats(blk, bv);
-    if (f == PageFormat::kMxfp8) {
-      const int e = fp64::mxfp8_scale_exponent(s.amax);
-      row[512 + b] = uint8_t(e + 127);
-      for (int i = 0; i < bv; ++i)
-        row[b * bv + i] = fp64::e4m3_nearest(fp64::bf16_value(blk[i].bits), std::ldexp(1.0, e));
-    } else if (s.nan) {
-      row[256 + b] = 0x7f;
-      for (int i = 0; i < bv / 2; ++i) row[b * bv / 2 + i] = 0;
-    } else {
-      const uint8_t sc = fp64::nvfp4_scale_code(s.amax);
-      const double scale = fp64::e4m3_value(sc);
-      row[256 + b] = sc;
-      for (int i = 0; i < bv; i += 2) {
-        uint8_t q[2];
-        for (int k = 0; k < 2; ++k) {
-          const double v = fp64::bf16_value(blk[i + k].bits);
-          // A zero scale gives zeros that keep the sign of x.
-          q[k] = scale == 0 ? (std::signbit(v) ? 0x8 : 0x0) : fp64::e2m1_nearest(v, scale);
+void quantize_token_fp64(KvLayout l, const bf16* x, uint8_t* data, uint8_t* scales) {
+  const PageLayout L = layout_of("quantize_token_fp64", l);
+  const int tv = L.tile_values;
+  for (int b = 0; b < L.scales; ++b) {
+    const bf16* tile = x + b * tv;
+    const TileStats s = stats(tile, tv);
+    for (int i = 0; i < tv; ++i) {
+      const double v = fp64::bf16_value(tile[i].bits);
+      const int k = b * tv + i;
+      if (l == KvLayout::kV41) {
+        if (s.nan || s.inf) {
+          scales[b] = 0xff;
+          data[k] = s.nan || std::isinf(v) ? 0x7f : (std::signbit(v) ? 0x80 : 0x00);
+          continue;
         }
-        row[b * bv / 2 + i / 2] = uint8_t(q[0] | (q[1] << 4));
+        // max(amax / 448, 1e-4) with the fp32 value of 1e-4.
+        const double q = std::max(s.amax / 448.0, double(1e-4f));
+        const int e = int(std::ceil(std::log2(q)));
+        scales[b] = uint8_t(e + 127);
+        data[k] = fp64::e4m3_nearest(v, std::ldexp(1.0, e));
+      } else if (l == KvLayout::kV41Fp4) {
+        // torch.nan_to_num(|x|, nan=inf): NaN -> inf (NaN scale), +inf -> the fp32 maximum.
+        uint8_t sc = 0x7f;
+        if (!s.nan) {
+          const double amax = s.inf ? double(std::numeric_limits<float>::max()) : s.amax;
+          sc = std::max<uint8_t>(1, fp64::e4m3_nearest(std::min(amax / 6.0, 448.0)));
+        }
+        scales[b] = sc;
+        const uint8_t code = sc == 0x7f ? 0 : fp64::e2m1_nearest(v, fp64::e4m3_value(sc));
+        uint8_t& byte = data[k / 2];
+        byte = k % 2 ? uint8_t((byte & 0x0f) | (code << 4)) : uint8_t((byte & 0xf0) | code);
+      } else {
+        const bool fnuz = L.fp8 == Fp8Flavour::kE4m3fnuz;
+        const double M = fnuz ? 240.0 : 448.0;
+        const uint8_t neg_max = fnuz ? 0xff : 0xfe;
+        if (s.inf) {
+          scales[b] = 0x7e;
+          data[k] = std::isnan(v) || std::isinf(v) ? neg_max
+                    : fnuz || !std::signbit(v)     ? 0x00
+                                                   : 0x80;
+          continue;
+        }
+        const int e = int(std::ceil(std::log2(std::max(s.amax, double(1e-8f)) / M)));
+        scales[b] = uint8_t(e + 127);
+        if (std::isnan(v))
+          data[k] = neg_max;
+        else
+          data[k] = fnuz ? fp64::e4m3fnuz_nearest(v, std::ldexp(1.0, e))
+                         : fp64::e4m3_nearest(v, std::ldexp(1.0, e));
       }
     }
   }
+  if (l == KvLayout::kV4 || l == KvLayout::kV4Fnuz)
+    std::memcpy(data + L.quant_values, x + L.quant_values,
+                2 * size_t(kTokenValues - L.quant_values));
 }
 
-void dequantize_row_fp64(PageFormat f, const uint8_t* row, double* out) {
-  check_format("dequantize_row_fp64", f);
-  for (int i = 0; i < int(kRowValues); ++i) {
-    if (f == PageFormat::kMxfp8) {
-      out[i] = fp64::e4m3_value(row[i]) * fp64::ue8m0_value(row[512 + i / 32]);
+void dequantize_token_fp64(KvLayout l, const uint8_t* data, const uint8_t* scales, double* out) {
+  const PageLayout L = layout_of("dequantize_token_fp64", l);
+  const double nan = std::nan("");
+  for (int i = 0; i < kTokenValues; ++i) {
+    if (l == KvLayout::kV41) {
+      out[i] = fp64::e4m3_value(data[i]) * fp64::ue8m0_value(scales[i / 32]);
+    } else if (l == KvLayout::kV41Fp4) {
+      const uint8_t b = data[i / 2];
+      out[i] = fp64::e2m1_value(i % 2 ? b >> 4 : b & 0xf) * fp64::e4m3_value(scales[i / 16]);
+    } else if (i >= L.quant_values) {
+      const int j = L.quant_values + 2 * (i - L.quant_values);
+      out[i] = fp64::bf16_value(uint16_t(data[j] | data[j + 1] << 8));
     } else {
-      const uint8_t byte = row[i / 2];
-      out[i] =
-          fp64::e2m1_value(i % 2 ? byte >> 4 : byte & 0xf) * fp64::e4m3_value(row[256 + i / 16]);
+      const double c = L.fp8 == Fp8Flavour::kE4m3fnuz ? fp64::e4m3fnuz_value(data[i])
+                                                      : fp64::e4m3_value(data[i]);
+      const uint8_t sc = scales[i / 64];
+      out[i] = sc == 0xff ? (c == 0 ? nan : c * HUGE_VAL) : c * std::ldexp(1.0, int(sc) - 127);
     }
   }
 }
 
-uint8_t block_scale(PageFormat f, const uint8_t* row, int b) {
-  check_format("block_scale", f);
-  if (b < 0 || b >= page_row_blocks(f))
-    bad("block_scale",
-        "b=" + std::to_string(b) + " is outside [0, " + std::to_string(page_row_blocks(f)) + ")");
-  return row[page_scale_offset(f) + b];
-}
-
-double error_bound(PageFormat f, double x, uint8_t sc) {
-  check_format("error_bound", f);
+double error_bound(KvLayout l, double x, uint8_t sc) {
+  layout_of("error_bound", l);
   const double ax = std::fabs(x);
-  if (f == PageFormat::kMxfp8) return ax / 16 + std::ldexp(1.0, int(sc) - 127 - 10);
-  const double s = std::fabs(fp64::e4m3_value(sc));
-  return std::max(ax, s) / 4 + (s < std::ldexp(1.0, -6) ? 3 * std::ldexp(1.0, -9) : 0.0);
+  if (l == KvLayout::kV41Fp4) {
+    const double s = std::fabs(fp64::e4m3_value(sc));
+    return std::max(ax, s) / 4 + (s < std::ldexp(1.0, -6) ? 3 * std::ldexp(1.0, -9) : 0.0);
+  }
+  return ax / 16 + std::ldexp(1.0, int(sc) - 127 - (l == KvLayout::kV4Fnuz ? 11 : 10));
 }
 
-bool error_bound_applies(PageFormat f, const bf16* block) {
-  check_format("error_bound_applies", f);
-  const BlockStats s = stats(block, page_block_values(f));
-  if (f == PageFormat::kMxfp8) return !s.inf && s.amax < 0x1.fp127;
-  return !s.nan && !s.inf && s.amax <= 2784.0;
+bool error_bound_applies(KvLayout l, const bf16* tile) {
+  const PageLayout L = layout_of("error_bound_applies", l);
+  const TileStats s = stats(tile, L.tile_values);
+  if (s.nan || s.inf) return false;
+  // fp8: from 1.9375 * 2^127 on, the largest values round to 2^128 and dequantise to inf.
+  return l == KvLayout::kV41Fp4 ? s.amax <= 2784.0 : s.amax < 0x1.fp127;
 }
 
-Outcome quantize(PageFormat f, std::span<const bf16> src, size_t src_stride,
-                 std::span<const int64_t> slots, std::span<uint8_t> pool, size_t pool_rows) {
+Outcome quantize(KvLayout l, int64_t page_size, std::span<const bf16> src, size_t src_stride,
+                 std::span<const int64_t> slots, std::span<uint8_t> pool, size_t num_pages) {
   const char* fn = "quantize";
-  check_format(fn, f);
+  const PageLayout L = layout_of(fn, l);
+  check_page_size(fn, page_size);
   src_stride = check_rows(fn, "src", src.size(), slots.size(), src_stride);
-  check_pool(fn, f, pool.size(), pool_rows);
-  const size_t rb = size_t(page_row_bytes(f));
-  return for_each_slot(slots, pool_rows, [&](size_t t, size_t s) {
-    quantize_row(f, src.data() + t * src_stride, pool.data() + s * rb);
+  check_pool(fn, L, page_size, pool.size(), num_pages);
+  return for_each_slot(slots, num_pages * size_t(page_size), [&](size_t t, size_t s) {
+    quantize_token(l, src.data() + t * src_stride,
+                   pool.data() + L.data_row_offset(int64_t(s), page_size),
+                   pool.data() + L.scale_row_offset(int64_t(s), page_size));
     return true;
   });
 }
 
-Outcome dequantize(PageFormat f, std::span<const uint8_t> pool, size_t pool_rows,
+Outcome dequantize(KvLayout l, int64_t page_size, std::span<const uint8_t> pool, size_t num_pages,
                    std::span<const int64_t> slots, std::span<float> out, size_t out_stride) {
-  return gather("dequantize", f, pool, pool_rows, slots, out, out_stride,
-                [f](const uint8_t* row, float* o) { dequantize_row(f, row, o); });
+  return gather("dequantize", l, page_size, pool, num_pages, slots, out, out_stride);
 }
 
-Outcome dequantize(PageFormat f, std::span<const uint8_t> pool, size_t pool_rows,
+Outcome dequantize(KvLayout l, int64_t page_size, std::span<const uint8_t> pool, size_t num_pages,
                    std::span<const int64_t> slots, std::span<bf16> out, size_t out_stride) {
-  return gather("dequantize", f, pool, pool_rows, slots, out, out_stride,
-                [f](const uint8_t* row, bf16* o) { dequantize_row(f, row, o); });
+  return gather("dequantize", l, page_size, pool, num_pages, slots, out, out_stride);
+}
+
+std::vector<uint8_t> quantize_pages(KvLayout l, int64_t page_size, std::span<const bf16> k) {
+  const char* fn = "quantize_pages";
+  const PageLayout L = layout_of(fn, l);
+  check_page_size(fn, page_size);
+  const size_t per_page = size_t(page_size) * kTokenValues;
+  if (k.size() % per_page != 0)
+    bad(fn, "k holds " + std::to_string(k.size()) + " values, not a whole number of pages of " +
+                std::to_string(page_size) + " x 512");
+  const size_t num_pages = k.size() / per_page;
+  std::vector<uint8_t> pages(num_pages * size_t(L.page_bytes(page_size)), 0);
+  std::vector<int64_t> slots(num_pages * size_t(page_size));
+  for (size_t s = 0; s < slots.size(); ++s) slots[s] = int64_t(s);
+  quantize(l, page_size, k, 0, slots, pages, num_pages);
+  return pages;
+}
+
+std::vector<bf16> dequantize_pages(KvLayout l, int64_t page_size, std::span<const uint8_t> pages) {
+  const char* fn = "dequantize_pages";
+  const PageLayout L = layout_of(fn, l);
+  check_page_size(fn, page_size);
+  const size_t pb = size_t(L.page_bytes(page_size));
+  if (pages.size() % pb != 0)
+    bad(fn, "pages hold " + std::to_string(pages.size()) +
+                " bytes, not a whole number of pages of " + std::to_string(pb));
+  const size_t num_pages = pages.size() / pb;
+  std::vector<bf16> out(num_pages * size_t(page_size) * kTokenValues);
+  std::vector<int64_t> slots(num_pages * size_t(page_size));
+  for (size_t s = 0; s < slots.size(); ++s) slots[s] = int64_t(s);
+  dequantize(l, page_size, pages, num_pages, slots, out, 0);
+  return out;
 }
 
 }  // namespace dsv4::ref::compact_pages

@@ -1,6 +1,7 @@
-// compact_pages reference on its own: hand-computed MXFP8-528 and NVFP4-288 rows (zeros, one huge
-// value, subnormal-only, NaN and infinite blocks), fp64 agreement, error bounds and invariants,
-// and the scatter / gather rules over a pool (skipped, rejected, untouched rows, strides).
+// compact_pages reference for SGLang's paged layouts (v41, v41_fp4, v4, v4_fnuz): page geometry,
+// hand-computed hostile tiles (zero, below the floors, NaN, +-inf, -0, powers of two times the
+// fp8 maximum, bf16 near the fp32 maximum), the e4m3fnuz codec over every code point, fp64
+// agreement, error bounds at the bound, and the scatter / gather over pools of pages.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +16,9 @@
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/fixtures/seed.hpp"
 #include "dsv4/ref/compact_pages.hpp"
-#include "dsv4/ref/formats/e4m3.hpp"
+#include "dsv4/ref/formats/e4m3fnuz.hpp"
+#include "dsv4/ref/formats/fp64.hpp"
+#include "dsv4/ref/formats/kv_tiles.hpp"
 
 namespace dsv4 {
 namespace {
@@ -23,438 +26,554 @@ namespace {
 namespace cp = ref::compact_pages;
 using Bytes = std::vector<uint8_t>;
 
-constexpr PageFormat kMx = PageFormat::kMxfp8;
-constexpr PageFormat kNv = PageFormat::kNvfp4;
+constexpr KvLayout kAll[] = {KvLayout::kV41, KvLayout::kV41Fp4, KvLayout::kV4, KvLayout::kV4Fnuz};
+constexpr int64_t kPageSizes[] = {1, 2, 7, 64, 128, 256};
 constexpr uint16_t kNaN = 0x7fc0, kNegNaN = 0xffc0, kInf = 0x7f80, kNegInf = 0xff80;
 
 bf16 B(float v) { return f32_to_bf16(v); }
 bf16 H(uint16_t bits) { return bf16{bits}; }
 
-Bytes quantize(PageFormat f, const std::vector<bf16>& x) {
-  Bytes row(size_t(page_row_bytes(f)), 0xee);
-  cp::quantize_row(f, x.data(), row.data());
-  return row;
+struct Token {
+  Bytes data, scales;
+};
+
+Token quantize(KvLayout l, const std::vector<bf16>& x) {
+  const PageLayout L = page_layout(l);
+  Token t{Bytes(size_t(L.data_bytes), 0xee), Bytes(size_t(L.scale_bytes), 0xee)};
+  cp::quantize_token(l, x.data(), t.data.data(), t.scales.data());
+  return t;
 }
 
-std::vector<float> dequantize(PageFormat f, const Bytes& row) {
-  std::vector<float> v(512);
-  cp::dequantize_row(f, row.data(), v.data());
-  return v;
+std::vector<int> bytes(const Bytes& b, size_t begin, size_t n) {
+  return std::vector<int>(b.begin() + long(begin), b.begin() + long(begin + n));
 }
-
-// Bytes [begin, begin + want.size()) of a row, compared as a list so a failure shows all of them.
-void expect_bytes(const Bytes& row, size_t begin, const std::vector<int>& want, const char* what) {
-  std::vector<int> got(row.begin() + long(begin), row.begin() + long(begin + want.size()));
-  EXPECT_EQ(got, want) << what << " (bytes " << begin << ".." << begin + want.size() - 1 << ")";
-}
-
 std::vector<int> repeat(int byte, size_t n) { return std::vector<int>(n, byte); }
 
-// ---- hand-computed rows ----------------------------------------------------------------------
+// ---- geometry --------------------------------------------------------------------------------
 
-// One MXFP8 row whose 16 blocks each exercise one rule; expected bytes worked out by hand.
-TEST(CompactPagesRef, Mxfp8RowWorkedByHand) {
-  std::vector<bf16> x(512, B(-2.0f));  // blocks 7..15: amax 2 -> e = -7 (sc 0x78), -256 -> 0xf8
-  auto blk = [&](int b, int i) -> bf16& { return x[size_t(32 * b + i)]; };
-  for (int i = 0; i < 32; ++i) {
-    blk(0, i) = B(1.0f);             // amax 1: e = -8, 1/2^-8 = 256
-    blk(1, i) = B(float(i));         // amax 31: e = -3, y = 8i
-    blk(2, i) = B(1.0f);             // one huge value, below
-    blk(3, i) = B(0.0f);             // zeros
-    blk(4, i) = H(uint16_t(i + 1));  // bf16 subnormals (i+1) * 2^-133
-    blk(5, i) = B(1.0f);             // NaN, below
-    blk(6, i) = B(1.0f);             // infinity, below
+TEST(CompactPagesLayouts, GeometryByHand) {
+  // page_bytes = ceil(P * (data + scale) / align) * align, worked out per page size.
+  struct Row {
+    KvLayout l;
+    int64_t p, page_bytes;
+  };
+  const Row rows[] = {
+      {KvLayout::kV41, 1, 1024},       {KvLayout::kV41, 2, 1536},       // 528 -> 1024, 1056 -> 1536
+      {KvLayout::kV41, 7, 4096},       {KvLayout::kV41, 64, 33792},     // 3696 -> 4096, 33792
+      {KvLayout::kV41, 128, 67584},    {KvLayout::kV41, 256, 135168},   // exact multiples
+      {KvLayout::kV41Fp4, 1, 512},     {KvLayout::kV41Fp4, 2, 768},     // 288 -> 512, 576 -> 768
+      {KvLayout::kV41Fp4, 7, 2048},    {KvLayout::kV41Fp4, 64, 18432},  // 2016 -> 2048
+      {KvLayout::kV41Fp4, 256, 73728}, {KvLayout::kV4, 1, 1152},        // 584 -> 1152
+      {KvLayout::kV4, 2, 1728},        {KvLayout::kV4, 7, 4608},  // 1168 -> 1728, 4088 -> 4608
+      {KvLayout::kV4, 64, 37440},      {KvLayout::kV4Fnuz, 256, 149760},  // 37376 -> 65 * 576
+  };
+  for (const Row& r : rows) {
+    const PageLayout L = page_layout(r.l);
+    EXPECT_EQ(L.page_bytes(r.p), r.page_bytes) << kv_layout_name(r.l) << " P=" << r.p;
+    EXPECT_EQ(L.scale_offset(r.p), r.p * L.data_bytes);
+    EXPECT_EQ(L.padding_bytes(r.p), r.page_bytes - r.p * L.token_bytes());
   }
-  blk(2, 0) = B(30000.0f);  // bf16 rounds it to 29952: e = 7, 29952/128 = 234 -> 240
-  blk(3, 1) = B(-0.0f);
-  blk(5, 0) = H(kNaN), blk(5, 1) = B(2.0f), blk(5, 3) = H(kNegNaN);
-  blk(6, 0) = H(kInf), blk(6, 2) = H(0x7f7f);  // bf16 max 1.9921875 * 2^127
-  ASSERT_EQ(blk(2, 0).bits, 0x46ea);
-
-  const Bytes row = quantize(kMx, x);
-  expect_bytes(row, 512,
-               {0x77, 0x7c, 0x86, 0x00, 0x00, 0x78, 0xfe, 0x78, 0x78, 0x78, 0x78, 0x78, 0x78, 0x78,
-                0x78, 0x78},
-               "scales");
-  expect_bytes(row, 0, repeat(0x78, 32), "block 0: 1.0 at 2^-8 is 256");
-  expect_bytes(row, 32, {0x00, 0x50, 0x58, 0x5c, 0x60, 0x62, 0x64, 0x66, 0x68, 0x69, 0x6a,
-                         0x6b, 0x6c, 0x6d, 0x6e, 0x6f, 0x70, 0x70, 0x71, 0x72, 0x72, 0x72,
-                         0x73, 0x74, 0x74, 0x74, 0x75, 0x76, 0x76, 0x76, 0x77, 0x78},
-               "block 1: 8i, ties 136/152/168/184/200/216/232/248 to even");
-  std::vector<int> b2 = repeat(0x04, 32);
-  b2[0] = 0x77;
-  expect_bytes(row, 64, b2, "block 2: 29952/128 = 234 -> 240; 1/128 = 4 * 2^-9");
-  std::vector<int> b3 = repeat(0x00, 32);
-  b3[1] = 0x80;
-  expect_bytes(row, 96, b3, "block 3: zeros keep their sign, scale 2^-127");
-  expect_bytes(row, 128, {0x08, 0x10, 0x14, 0x18, 0x1a, 0x1c, 0x1e, 0x20, 0x21, 0x22, 0x23,
-                          0x24, 0x25, 0x26, 0x27, 0x28, 0x28, 0x29, 0x2a, 0x2a, 0x2a, 0x2b,
-                          0x2c, 0x2c, 0x2c, 0x2d, 0x2e, 0x2e, 0x2e, 0x2f, 0x30, 0x30},
-               "block 4: subnormals k*2^-133 at 2^-127 are k*2^-6");
-  std::vector<int> b5 = repeat(0x70, 32);
-  b5[0] = 0x7f, b5[1] = 0x78, b5[3] = 0xff;
-  expect_bytes(row, 160, b5, "block 5: NaN stays NaN (with its sign), amax 2 from the rest");
-  std::vector<int> b6 = repeat(0x00, 32);
-  b6[0] = 0x7e, b6[2] = 0x40;
-  expect_bytes(row, 192, b6, "block 6: inf saturates at scale 2^127, 1.0 vanishes");
-  expect_bytes(row, 224, repeat(0xf8, 32 * 9), "blocks 7-15: -2 at 2^-7 is -256");
-
-  const std::vector<float> v = dequantize(kMx, row);
-  EXPECT_EQ(v[0], 1.0f);
-  EXPECT_EQ(v[32 + 17], 16.0f);  // 17 -> 128/8
-  EXPECT_EQ(v[32 + 31], 32.0f);  // 31 -> 256/8
-  EXPECT_EQ(v[64], 30720.0f);
-  EXPECT_EQ(v[65], 1.0f);
-  EXPECT_EQ(f32_bits(v[97]), 0x80000000u);
-  EXPECT_EQ(v[128 + 16], 0x1p-129f);  // 17 * 2^-133 rounded to 16 * 2^-133
-  EXPECT_EQ(f32_bits(v[160]), 0x7fc00000u);
-  EXPECT_EQ(f32_bits(v[163]), 0xffc00000u);
-  EXPECT_EQ(f32_bits(v[192]), 0x7f800000u);  // 448 * 2^127 is past fp32: inf
-  EXPECT_EQ(f32_bits(v[194]), 0x7f800000u);  // so is 2 * 2^127
-  EXPECT_EQ(v[193], 0.0f);
-  EXPECT_EQ(v[511], -2.0f);
+  const PageLayout v4 = page_layout(KvLayout::kV4);
+  EXPECT_EQ(v4.locate(130, 64).page, 2);
+  EXPECT_EQ(v4.locate(130, 64).row, 2);
+  EXPECT_EQ(v4.data_row_offset(130, 64), 2 * 37440 + 2 * 576);
+  EXPECT_EQ(v4.scale_row_offset(130, 64), 2 * 37440 + 64 * 576 + 2 * 8);
+  for (KvLayout l : kAll) {
+    KvLayout back{};
+    ASSERT_TRUE(parse_kv_layout(kv_layout_name(l), &back));
+    EXPECT_EQ(back, l);
+  }
+  KvLayout unused{};
+  EXPECT_FALSE(parse_kv_layout("v4_fn", &unused));
+  EXPECT_FALSE(parse_kv_layout("", &unused));
 }
 
-// One NVFP4 row whose 32 blocks each exercise one rule; expected bytes worked out by hand.
-TEST(CompactPagesRef, Nvfp4RowWorkedByHand) {
-  std::vector<bf16> x(512, B(-2.0f));  // blocks 10..31: amax 2, S = e4m3(1/3) = 0.34375 (0x2b),
-                                       // -2/S = -5.8 -> -6 (0xf)
-  auto blk = [&](int b, int i) -> bf16& { return x[size_t(16 * b + i)]; };
-  const float ties[16] = {0.25f,  0.75f, 1.25f,       1.75f, 2.5f, 3.5f, 5.0f, 6.0f,
-                          -0.25f, -6.0f, 0.30078125f, 1.0f,  3.0f, 0.5f, 4.0f, 0.0f};
-  for (int i = 0; i < 16; ++i) {
-    blk(0, i) = B(1.0f);          // S = e4m3(1/6) = 11 * 2^-6, 1/S = 5.8 -> 6
-    blk(1, i) = B(ties[i]);       // amax 6: S = 1, every tie of e2m1
-    blk(2, i) = B(float(i));      // amax 15: S = 2.5, y = 0.4 i
-    blk(3, i) = B(1.0f);          // one huge value, scale not saturated
-    blk(4, i) = B(-1.0f);         // one huge value, scale saturated
-    blk(5, i) = B(0.0f);          // zeros
-    blk(6, i) = B(0.005859375f);  // amax/6 = 2^-10 exactly: tie to a zero scale
-    blk(7, i) = H(0x3bc5);        // 1.5390625 * 2^-8: S = 2^-9, y = 3.08 -> 3
-    blk(8, i) = B(1.0f);          // NaN
-    blk(9, i) = B(1.0f);          // infinities
-  }
-  blk(3, 0) = B(2000.0f);   // S = e4m3(333.3) = 320, 2000/320 = 6.25 saturates to 6
-  blk(4, 0) = B(30000.0f);  // 29952/6 > 448: S = 448, -1/448 rounds to -0
-  blk(5, 1) = B(-0.0f);
-  blk(6, 3) = B(-0.005859375f);
-  blk(8, 1) = H(kNaN);
-  blk(9, 0) = H(kInf), blk(9, 2) = H(kNegInf);
+// ---- e4m3fnuz, every code point --------------------------------------------------------------
 
-  const Bytes row = quantize(kNv, x);
-  std::vector<int> scales = {0x23, 0x38, 0x42, 0x7a, 0x7e, 0x00, 0x00, 0x01, 0x7f, 0x7e};
-  for (int b = 10; b < 32; ++b) scales.push_back(0x2b);
-  expect_bytes(row, 256, scales, "scales");
-  expect_bytes(row, 0, repeat(0x77, 8), "block 0: 6 everywhere");
-  expect_bytes(row, 8, {0x20, 0x42, 0x64, 0x76, 0xf8, 0x21, 0x15, 0x06},
-               "block 1: ties 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4");
-  expect_bytes(row, 16, {0x10, 0x22, 0x43, 0x54, 0x65, 0x66, 0x76, 0x77}, "block 2: 0.4 i");
-  expect_bytes(row, 24, {0x07, 0, 0, 0, 0, 0, 0, 0}, "block 3: 6.25 saturates, 1/320 -> 0");
-  expect_bytes(row, 32, {0x87, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88},
-               "block 4: huge saturates, -1/448 -> -0");
-  expect_bytes(row, 40, {0x80, 0, 0, 0, 0, 0, 0, 0}, "block 5: zeros with their sign");
-  expect_bytes(row, 48, {0, 0x80, 0, 0, 0, 0, 0, 0}, "block 6: zero scale gives signed zeros");
-  expect_bytes(row, 56, repeat(0x55, 8), "block 7: subnormal scale 2^-9, y = 3.08 -> 3");
-  expect_bytes(row, 64, repeat(0x00, 8), "block 8: NaN block: codes 0, scale NaN");
-  expect_bytes(row, 72, {0x07, 0x0f, 0, 0, 0, 0, 0, 0}, "block 9: +-inf saturate to +-6");
-  expect_bytes(row, 80, repeat(0xff, 8 * 22), "blocks 10-31: -6");
-
-  const std::vector<float> v = dequantize(kNv, row);
-  EXPECT_EQ(v[0], 1.03125f);  // 6 * 0.171875
-  for (int i = 0; i < 16; ++i)
-    EXPECT_EQ(v[size_t(16 + i)], std::vector<float>({0, 1, 1, 2, 2, 4, 4, 6, -0.0f, -6, 0.5f, 1, 3,
-                                                     0.5f, 4, 0})[size_t(i)])
-        << "block 1 value " << i;
-  EXPECT_EQ(v[48], 1920.0f);
-  EXPECT_EQ(v[64], 2688.0f);
-  EXPECT_EQ(f32_bits(v[65]), 0x80000000u);
-  EXPECT_EQ(v[112], 3 * 0x1p-9f);
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(f32_bits(v[size_t(128 + i)]), 0x7fc00000u) << i;
-  EXPECT_EQ(v[144], 2688.0f);
-  EXPECT_EQ(v[146], -2688.0f);
-  EXPECT_EQ(v[511], -2.0625f);  // -6 * 0.34375
-}
-
-// ---- fp64 agreement, bounds and invariants on random rows ------------------------------------
-
-// Rows drawn from several value distributions, with special values mixed in per block.
-std::vector<bf16> random_row(fx::Rng& rng, int kind) {
-  std::vector<bf16> x(512);
-  for (int b = 0; b < 16; ++b) {
-    // Block magnitude anywhere in bf16's range, sometimes the whole row at one scale.
-    const double scale = kind == 0 ? 1.0 : std::ldexp(1.0, int(rng.range(-140, 120)));
-    for (int i = 0; i < 32; ++i) {
-      double v;
-      switch (kind) {
-        case 2:  // heavy tails: a Cauchy-like ratio
-          v = rng.normal() / std::max(1e-3, std::fabs(rng.normal()));
-          break;
-        case 3:  // integers
-          v = double(rng.range(-300, 300));
-          break;
-        default:
-          v = rng.normal();
-      }
-      x[size_t(32 * b + i)] = B(float(v * scale));
+TEST(CompactPagesLayouts, E4m3fnuzEveryCodeAndEveryBf16) {
+  for (int c = 0; c < 256; ++c) {
+    const double want = fp64::e4m3fnuz_value(uint8_t(c));
+    const float got = e4m3fnuz_to_f32(uint8_t(c));
+    if (std::isnan(want)) {
+      EXPECT_EQ(c, 0x80);
+      EXPECT_EQ(f32_bits(got), 0x7fc00000u);
+    } else {
+      EXPECT_EQ(double(got), want) << "code " << c;
     }
-    const double u = rng.uniform();  // specials, one rule per block
-    const size_t at = size_t(32 * b + rng.range(0, 31));
-    if (u < 0.04)
-      x[at] = H(rng.uniform() < 0.5 ? kNaN : kNegNaN);
-    else if (u < 0.06)
-      x[at] = H(rng.uniform() < 0.5 ? kInf : kNegInf);
-    else if (u < 0.10)
-      x[at] = H(uint16_t(rng.range(1, 127) | (rng.uniform() < 0.5 ? 0x8000 : 0)));
-    else if (u < 0.14)
-      for (int i = 0; i < 32; ++i) x[size_t(32 * b + i)] = B(0.0f);
+  }
+  EXPECT_EQ(e4m3fnuz_to_f32(0x7f), 240.0f);
+  EXPECT_EQ(e4m3fnuz_to_f32(0x01), std::ldexp(1.0f, -10));
+  EXPECT_EQ(e4m3fnuz_to_f32(0x08), std::ldexp(1.0f, -7));
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float x = bf16_to_f32(bf16{uint16_t(h)});
+    ASSERT_EQ(f32_to_e4m3fnuz(x), fp64::e4m3fnuz_nearest(double(x))) << "bf16 0x" << std::hex << h;
+  }
+  EXPECT_EQ(f32_to_e4m3fnuz(-0.0f), 0x00);
+  EXPECT_EQ(f32_to_e4m3fnuz(248.0f), 0x7f);  // saturates
+}
+
+// ---- hand-computed tiles ---------------------------------------------------------------------
+
+TEST(CompactPagesLayouts, V41TilesByHand) {
+  std::vector<bf16> x(512, B(1.0f));  // tiles 8..15: amax 1 -> e = -8 (0x77), 1 * 2^8 = 256 -> 0x78
+  auto tile = [&](int b, int i) -> bf16& { return x[size_t(32 * b + i)]; };
+  for (int i = 0; i < 32; ++i) {
+    tile(0, i) = B(0.0f);    // zeros: below the floor, scale 2^-13 (0x72)
+    tile(1, i) = H(0x3c24);  // 0.010009765625: amax/448 < 1e-4, e = -13, y = 82 -> 80
+    tile(2, i) = B(448.0f);  // amax 448 * 2^0: e = 0 (0x7f), 448 -> 0x7e
+    tile(3, i) = H(0x43e1);  // 450, just above 448: e = 1 (0x80), 225 -> 224 (0x76)
+    tile(4, i) = B(2.0f);    // a NaN poisons the tile: scale 0xff, data all 0x7f
+    tile(5, i) = B(-3.0f);   // infinities: scale 0xff, finite -> -0, inf -> 0x7f
+    tile(6, i) = H(0x7f7f);  // bf16 max 1.9921875 * 2^127: e = 120 (0xf7), 255 -> 256
+    tile(7, i) = B(-2.0f);   // amax 2: e = -7 (0x78), -2 * 2^7 = -256 -> 0xf8
+  }
+  tile(0, 1) = B(-0.0f);
+  tile(4, 3) = H(kNegNaN);
+  tile(5, 0) = H(kInf), tile(5, 1) = H(kNegInf), tile(5, 2) = B(0.0f);
+  tile(6, 1) = H(0xff7f);
+
+  const Token t = quantize(KvLayout::kV41, x);
+  EXPECT_EQ(bytes(t.scales, 0, 16),
+            (std::vector<int>{0x72, 0x72, 0x7f, 0x80, 0xff, 0xff, 0xf7, 0x78, 0x77, 0x77, 0x77,
+                              0x77, 0x77, 0x77, 0x77, 0x77}));
+  std::vector<int> z = repeat(0x00, 32);
+  z[1] = 0x80;
+  EXPECT_EQ(bytes(t.data, 0, 32), z) << "zeros keep their sign";
+  EXPECT_EQ(bytes(t.data, 32, 32), repeat(0x6a, 32)) << "82 rounds to 80";
+  EXPECT_EQ(bytes(t.data, 64, 32), repeat(0x7e, 32));
+  EXPECT_EQ(bytes(t.data, 96, 32), repeat(0x76, 32));
+  EXPECT_EQ(bytes(t.data, 128, 32), repeat(0x7f, 32)) << "x / NaN";
+  std::vector<int> inf_tile = repeat(0x80, 32);
+  inf_tile[0] = 0x7f, inf_tile[1] = 0x7f, inf_tile[2] = 0x00;
+  EXPECT_EQ(bytes(t.data, 160, 32), inf_tile) << "x / inf";
+  std::vector<int> big = repeat(0x78, 32);
+  big[1] = 0xf8;
+  EXPECT_EQ(bytes(t.data, 192, 32), big);
+  EXPECT_EQ(bytes(t.data, 224, 32), repeat(0xf8, 32));
+  EXPECT_EQ(bytes(t.data, 256, 256), repeat(0x78, 256));
+
+  // Reader: 0x7e * 2^0 = 448; 0x00 under 2^-13 is 0; the 0xff scale gives NaN, also in bf16.
+  float f[512];
+  bf16 h[512];
+  cp::dequantize_token(KvLayout::kV41, t.data.data(), t.scales.data(), f);
+  cp::dequantize_token(KvLayout::kV41, t.data.data(), t.scales.data(), h);
+  EXPECT_EQ(f[64], 448.0f);
+  EXPECT_EQ(f[33], 80.0f * std::ldexp(1.0f, -13));
+  EXPECT_EQ(f32_bits(f[1]), 0x80000000u);
+  EXPECT_EQ(f32_bits(f[130]), 0x7fc00000u);
+  EXPECT_EQ(f32_bits(f[160]), 0x7fc00000u);
+  EXPECT_EQ(h[165].bits, 0x7fc0);
+  EXPECT_TRUE(std::isinf(f[192])) << "256 * 2^120 is past fp32";
+}
+
+TEST(CompactPagesLayouts, V41Fp4TilesByHand) {
+  std::vector<bf16> x(512, B(0.0f));  // tiles 8..31: zeros, scale clamped to 2^-9 (0x01)
+  auto tile = [&](int b, int i) -> bf16& { return x[size_t(16 * b + i)]; };
+  for (int i = 0; i < 16; ++i) tile(0, i) = B(1.0f);
+  // Tile 0, amax 6: scale 1 (0x38); 6 -> 7, 0.25 ties to 0, 0.75 ties up to 1 (code 2), -5 ties
+  // down to -4 (0xe), 1 -> 2, -0 keeps its sign (0x8).
+  tile(0, 0) = B(6.0f), tile(0, 1) = B(0.25f), tile(0, 2) = B(0.75f), tile(0, 3) = B(-5.0f);
+  tile(0, 4) = B(-0.0f), tile(0, 5) = B(-0.1f);
+  for (int i = 0; i < 16; ++i) {
+    tile(1, i) = B(3000.0f);  // 3000/6 = 500 clamps to 448 (0x7e); 3000/448 saturates at 6
+    tile(2, i) = B(-3.0f);    // NaN counts as inf: scale 0x7f, codes 0
+    tile(3, i) = B(-3.0f);    // infinity counts as the fp32 max: scale 448 (0x7e); -inf -> -6
+    tile(4, i) = H(0x3a83);   // 0.00099945...: amax/6 below 2^-9 -> scale 2^-9; 0.5117 -> 0.5
+    tile(5, i) = B(6.375f);   // 6.375/6 = 1.0625, halfway 1 / 1.125: even 1.0; 6.375 -> 6
+  }
+  tile(2, 5) = H(kNaN);
+  tile(3, 9) = H(kNegInf);
+  const Token t = quantize(KvLayout::kV41Fp4, x);
+  std::vector<int> sc = repeat(0x01, 32);
+  sc[0] = 0x38, sc[1] = 0x7e, sc[2] = 0x7f, sc[3] = 0x7e, sc[4] = 0x01, sc[5] = 0x38;
+  EXPECT_EQ(bytes(t.scales, 0, 32), sc);
+  // Tile 0 codes 7, 0, 2, 0xe, 0x8, 0x8 (-0.1 rounds to -0), then 1.0 -> 2.
+  EXPECT_EQ(bytes(t.data, 0, 8),
+            (std::vector<int>{0x07, 0xe2, 0x88, 0x22, 0x22, 0x22, 0x22, 0x22}));
+  EXPECT_EQ(bytes(t.data, 8, 8), repeat(0x77, 8));
+  EXPECT_EQ(bytes(t.data, 16, 8), repeat(0x00, 8)) << "a NaN tile: zero codes";
+  // -3 / 448 rounds to -0 (0x8); value 9, -inf, saturates to -6 (0xf).
+  EXPECT_EQ(bytes(t.data, 24, 8),
+            (std::vector<int>{0x88, 0x88, 0x88, 0x88, 0xf8, 0x88, 0x88, 0x88}));
+  EXPECT_EQ(bytes(t.data, 32, 8), repeat(0x11, 8));
+  EXPECT_EQ(bytes(t.data, 40, 8), repeat(0x77, 8));
+  EXPECT_EQ(bytes(t.data, 48, 208), repeat(0x00, 208));
+
+  float f[512];
+  cp::dequantize_token(KvLayout::kV41Fp4, t.data.data(), t.scales.data(), f);
+  EXPECT_EQ(f[0], 6.0f);
+  EXPECT_EQ(f[3], -4.0f);
+  EXPECT_EQ(f32_bits(f[4]), 0x80000000u);
+  EXPECT_EQ(f[16], 6.0f * 448.0f);
+  EXPECT_EQ(f32_bits(f[32]), 0x7fc00000u);
+  EXPECT_EQ(f[64], std::ldexp(1.0f, -10));
+}
+
+TEST(CompactPagesLayouts, V4TilesByHandBothFlavours) {
+  std::vector<bf16> x(512, B(0.0f));
+  auto tile = [&](int b, int i) -> bf16& { return x[size_t(64 * b + i)]; };
+  for (int i = 0; i < 64; ++i) {
+    tile(1, i) = B(448.0f);  // e4m3fn: e = 0 (0x7f), 448 -> 0x7e; fnuz: e = 1, 224 -> 0x7e
+    tile(2, i) = B(240.0f);  // e4m3fn: e = 0, 240 -> 0x77; fnuz: e = 0 (0x7f), 240 -> 0x7f
+    tile(3, i) = B(-3.0f);   // inf tile: scale byte 0x7e, finite -> -0 (fnuz 0), inf -> -M
+    tile(4, i) = B(1.0f);    // a NaN element gives -M; the rest as if it were absent
+  }
+  tile(0, 1) = B(-0.0f);  // tile 0: zeros, at the 1e-8 floor: e = -35 (0x5c) / -34 (0x5d)
+  tile(3, 0) = H(kInf), tile(3, 1) = H(kNegInf), tile(3, 2) = H(kNaN);
+  tile(4, 7) = H(kNegNaN);
+  for (int i = 448; i < 512; ++i) x[size_t(i)] = H(uint16_t(0x8000 + 3 * i));  // raw bf16
+  x[500] = H(kNaN);
+
+  struct Want {
+    KvLayout l;
+    std::vector<int> scales;
+    int zero_neg, max448, max240, inf_fin, neg_max, one;
+  };
+  // tile 4: amax 1 -> e4m3fn e = ceil(log2(1/448)) = -8 (0x77), 256 -> 0x78; fnuz
+  // e = ceil(log2(1/240)) = -7 (0x78), 128 -> 0x78.
+  const Want wants[] = {
+      {KvLayout::kV4,
+       {0x5c, 0x7f, 0x7f, 0x7e, 0x77, 0x5c, 0x5c},
+       0x80,
+       0x7e,
+       0x77,
+       0x80,
+       0xfe,
+       0x78},
+      {KvLayout::kV4Fnuz,
+       {0x5d, 0x80, 0x7f, 0x7e, 0x78, 0x5d, 0x5d},
+       0x00,
+       0x7e,
+       0x7f,
+       0x00,
+       0xff,
+       0x78},
+  };
+  for (const Want& w : wants) {
+    SCOPED_TRACE(kv_layout_name(w.l));
+    const Token t = quantize(w.l, x);
+    EXPECT_EQ(bytes(t.scales, 0, 7), w.scales);
+    EXPECT_EQ(t.scales[7], 0xee) << "the pad byte is not written";
+    EXPECT_EQ(t.data[0], 0x00);
+    EXPECT_EQ(t.data[1], w.zero_neg);
+    EXPECT_EQ(bytes(t.data, 64, 64), repeat(w.max448, 64));
+    EXPECT_EQ(bytes(t.data, 128, 64), repeat(w.max240, 64));
+    std::vector<int> inf_tile = repeat(w.inf_fin, 64);
+    inf_tile[0] = inf_tile[1] = inf_tile[2] = w.neg_max;
+    EXPECT_EQ(bytes(t.data, 192, 64), inf_tile);
+    std::vector<int> nan_tile = repeat(w.one, 64);
+    nan_tile[7] = w.neg_max;
+    EXPECT_EQ(bytes(t.data, 256, 64), nan_tile);
+    for (int i = 448; i < 512; ++i) {
+      const int j = 448 + 2 * (i - 448);
+      ASSERT_EQ(t.data[size_t(j)] | t.data[size_t(j) + 1] << 8, x[size_t(i)].bits) << i;
+    }
+    bf16 h[512];
+    float f[512];
+    cp::dequantize_token(w.l, t.data.data(), t.scales.data(), h);
+    cp::dequantize_token(w.l, t.data.data(), t.scales.data(), f);
+    EXPECT_EQ(f[64], 448.0f);
+    EXPECT_EQ(f[263], w.l == KvLayout::kV4 ? -448.0f / 256 : -240.0f / 128);
+    EXPECT_EQ(h[500].bits, kNaN);
+    EXPECT_EQ(h[449].bits, x[449].bits) << "raw bf16 values come back as stored";
+    EXPECT_EQ(f32_bits(f[449]), uint32_t(x[449].bits) << 16);
+  }
+  // The reader takes scale byte 0xff as exp2(128) = inf: code 0 gives NaN, others +-inf.
+  EXPECT_EQ(kv::v4_decode_bits(0x00, 0xff, Fp8Flavour::kE4m3fn), 0x7fc00000u);
+  EXPECT_EQ(kv::v4_decode_bits(0x81, 0xff, Fp8Flavour::kE4m3fn), 0xff800000u);
+  EXPECT_EQ(kv::v4_decode_bits(0x80, 0x7f, Fp8Flavour::kE4m3fnuz), 0x7fc00000u);
+  EXPECT_EQ(f32_from_bits(kv::v4_decode_bits(0x01, 0x00, Fp8Flavour::kE4m3fnuz)),
+            std::ldexp(1.0f, -137));
+}
+
+// The word-at-a-time readers the kernels use (v4: four codes, both flavours; v41_fp4: eight
+// nibbles through a table) against the one-value readers, for every code in every position under
+// every scale byte, next to random normal codes and random bytes.
+TEST(CompactPagesLayouts, WordReadersMatchTheOneValueReaders) {
+  fx::Rng rng(fx::test_seed());
+  int bad = 0;
+  for (uint32_t sc = 0; sc < 256; ++sc) {
+    for (Fp8Flavour f : {Fp8Flavour::kE4m3fn, Fp8Flavour::kE4m3fnuz})
+      for (uint32_t c = 0; c < 256; ++c)
+        for (int k = 0; k < 4; ++k) {
+          uint32_t codes = 0;
+          for (int j = 0; j < 4; ++j) {
+            uint32_t b = uint32_t(rng.next()) & 0xffu;
+            if (rng.next() % 2) b = (b & 0x80u) | uint32_t(rng.range(8, 0x7e));
+            codes |= (j == k ? c : b) << (8 * j);
+          }
+          uint32_t f32[4], b16[2];
+          kv::v4_decode4_bits(codes, uint8_t(sc), f, f32);
+          kv::v4_decode4_bf16(codes, uint8_t(sc), f, b16);
+          for (int j = 0; j < 4; ++j) {
+            const uint32_t want = kv::v4_decode_bits(uint8_t(codes >> (8 * j)), uint8_t(sc), f);
+            const uint16_t want16 = f32_to_bf16(f32_from_bits(want)).bits;
+            bad += f32[j] != want || uint16_t(b16[j / 2] >> (16 * (j % 2))) != want16;
+          }
+        }
+    const nvfp4::PairTable t = nvfp4::pair_table(uint8_t(sc));
+    for (int n = 0; n < 64; ++n) {
+      const uint32_t nibbles = n < 16 ? 0x11111111u * uint32_t(n) : uint32_t(rng.next());
+      uint32_t out[4];
+      nvfp4::decode8_bf16(nibbles, t, out);
+      for (int j = 0; j < 8; ++j) {
+        const uint16_t want =
+            uint16_t(kv::fp4_decode_bits(uint8_t((nibbles >> (4 * j)) & 0xfu), uint8_t(sc)) >> 16);
+        bad += uint16_t(out[j / 2] >> (16 * (j % 2))) != want;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+// ---- fp64 agreement and exhaustive tiles ----------------------------------------------------
+
+// Rows mixing ordinary values, tiny and huge magnitudes, zeros of both signs, NaN and infinities.
+std::vector<bf16> hostile_row(fx::Rng& rng) {
+  std::vector<bf16> x(512);
+  const int mode = int(rng.next() % 6);
+  for (auto& v : x) {
+    const uint64_t r = rng.next();
+    const float scale = mode == 0 ? 1.0f : mode == 1 ? 1e-9f : mode == 2 ? 1e30f : 1e-3f;
+    v = B(float(int64_t(r % 2001) - 1000) / 1000.0f * scale);
+    if (mode >= 4 && r % 97 == 0) v = H(uint16_t(r >> 20));  // any bit pattern
+    if (mode == 5 && r % 211 == 0) v = H(r % 2 ? kInf : kNegNaN);
   }
   return x;
 }
 
-bool same_value(float got, double want) {
-  return std::isnan(want) ? std::isnan(got) : f32_bits(got) == f32_bits(float(want));
+TEST(CompactPagesLayouts, Fp64FormulationAgreesOnHostileRows) {
+  fx::Rng rng(fx::test_seed());
+  for (int n = 0; n < 400; ++n) {
+    const std::vector<bf16> x = hostile_row(rng);
+    for (KvLayout l : kAll) {
+      const PageLayout L = page_layout(l);
+      Token a{Bytes(size_t(L.data_bytes), 0), Bytes(size_t(L.scale_bytes), 0)};
+      Token b = a;
+      cp::quantize_token(l, x.data(), a.data.data(), a.scales.data());
+      cp::quantize_token_fp64(l, x.data(), b.data.data(), b.scales.data());
+      ASSERT_EQ(a.scales, b.scales) << kv_layout_name(l) << " row " << n;
+      ASSERT_EQ(a.data, b.data) << kv_layout_name(l) << " row " << n;
+    }
+  }
 }
 
-TEST(CompactPagesRef, Fp64FormulationAgreesBitForBit) {
-  const uint64_t seed = fx::test_seed();
-  for (PageFormat f : {kMx, kNv})
-    for (int kind = 0; kind < 4; ++kind) {
-      DSV4_CASE(seed, page_format_name(f) << " value kind " << kind << ", 200 rows");
-      fx::Rng rng(seed + uint64_t(kind));
-      for (int r = 0; r < 200; ++r) {
-        const std::vector<bf16> x = random_row(rng, kind);
-        const Bytes q = quantize(f, x);
-        Bytes q64(q.size(), 0xee);
-        cp::quantize_row_fp64(f, x.data(), q64.data());
-        ASSERT_EQ(q, q64) << "row " << r;
-        // Dequantisation, of the row and of a row of random bytes (every pattern decodes).
-        Bytes noise(q.size());
-        for (auto& b : noise) b = uint8_t(rng.next());
-        for (const Bytes* src : std::initializer_list<const Bytes*>{&q, &noise}) {
-          const std::vector<float> v = dequantize(f, *src);
-          std::vector<double> v64(512);
-          cp::dequantize_row_fp64(f, src->data(), v64.data());
-          for (size_t i = 0; i < 512; ++i)
-            ASSERT_TRUE(same_value(v[i], v64[i]))
-                << "row " << r << (src == &q ? "" : " (random bytes)") << " value " << i << ": "
-                << v[i] << " vs fp64 " << v64[i];
+TEST(CompactPagesLayouts, Fp64ReaderAgreesOnEveryBytePattern) {
+  fx::Rng rng(fx::test_seed());
+  for (KvLayout l : kAll) {
+    const PageLayout L = page_layout(l);
+    for (int n = 0; n < 64; ++n) {
+      Bytes data(size_t(L.data_bytes)), scales(size_t(L.scale_bytes));
+      // Row n: data bytes cycle through every value, scales through every value in turn.
+      for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i + 37 * n);
+      for (size_t i = 0; i < scales.size(); ++i) scales[i] = uint8_t(rng.next());
+      scales[0] = uint8_t(4 * n), scales[1] = uint8_t(255 - n);
+      float f[512];
+      double d[512];
+      cp::dequantize_token(l, data.data(), scales.data(), f);
+      cp::dequantize_token_fp64(l, data.data(), scales.data(), d);
+      for (int i = 0; i < 512; ++i) {
+        if (!L.fp4 && i >= L.quant_values) {  // raw bf16, widened with its NaN payload
+          const int j = L.quant_values + 2 * (i - L.quant_values);
+          ASSERT_EQ(f32_bits(f[i]), uint32_t(data[size_t(j)] | data[size_t(j) + 1] << 8) << 16);
+        } else if (std::isnan(d[i])) {
+          ASSERT_EQ(f32_bits(f[i]), 0x7fc00000u) << kv_layout_name(l) << " value " << i;
+        } else {
+          ASSERT_EQ(f32_bits(f[i]), f32_bits(float(d[i]))) << kv_layout_name(l) << " value " << i;
         }
       }
     }
+  }
 }
 
-TEST(CompactPagesRef, RoundTripStaysWithinTheDerivedBound) {
-  const uint64_t seed = fx::test_seed();
-  for (PageFormat f : {kMx, kNv}) {
-    DSV4_CASE(seed, page_format_name(f) << ", 4 value kinds x 100 rows");
-    fx::Rng rng(seed);
-    const int bv = page_block_values(f);
-    double worst = 0, err2 = 0, ref2 = 0;
-    size_t checked = 0;
-    for (int kind = 0; kind < 4; ++kind)
-      for (int r = 0; r < 100; ++r) {
-        const std::vector<bf16> x = random_row(rng, kind);
-        const Bytes q = quantize(f, x);
-        const std::vector<float> v = dequantize(f, q);
-        for (int b = 0; b < page_row_blocks(f); ++b) {
-          if (!cp::error_bound_applies(f, x.data() + b * bv)) continue;
-          const uint8_t sc = cp::block_scale(f, q.data(), b);
-          for (int i = b * bv; i < (b + 1) * bv; ++i) {
-            const double xi = double(bf16_to_f32(x[size_t(i)]));
-            if (std::isnan(xi)) {
-              EXPECT_TRUE(std::isnan(v[size_t(i)])) << "NaN input must dequantise to NaN";
-              continue;
-            }
-            const double err = std::fabs(double(v[size_t(i)]) - xi);
-            const double bound = cp::error_bound(f, xi, sc);
-            ASSERT_LE(err, bound) << "kind " << kind << " row " << r << " value " << i;
-            worst = std::max(worst, err / bound);
-            if (kind == 0) err2 += err * err, ref2 += xi * xi;
-            ++checked;
-          }
+// Calls check(token, positions) with tokens whose tiles each hold amax at their first value and,
+// at the others, every bf16 pattern of magnitude <= amax in turn (both signs).
+template <class Check>
+void sweep_tiles(const PageLayout& L, float amax, Check check) {
+  const uint16_t lim = B(amax).bits;
+  std::vector<bf16> x(512, B(0.0f));
+  uint32_t h = 0;
+  while (h < 0x10000) {
+    for (int b = 0; b < L.scales; ++b) {
+      x[size_t(b * L.tile_values)] = B(amax);
+      for (int i = 1; i < L.tile_values; ++i) {
+        while (h < 0x10000 && (h & 0x7fff) > lim) ++h;
+        x[size_t(b * L.tile_values + i)] = H(uint16_t(h < 0x10000 ? h++ : 0));
+      }
+    }
+    check(x);
+  }
+}
+
+// Every bf16 value whose magnitude fits a tile of maximum amax, quantised in that tile, against
+// the fp64 nearest-value searches: the short paths and the exact core agree everywhere.
+TEST(CompactPagesLayouts, EveryBf16InTilesOfManyScales) {
+  const float amaxes[] = {0.0f, 1e-30f, 3e-6f, 0.0547f, 1.0f, 448.0f, 450.0f, 1e20f, 3.3e38f};
+  for (KvLayout l : kAll) {
+    const PageLayout L = page_layout(l);
+    for (float amax : amaxes) {
+      sweep_tiles(L, amax, [&](const std::vector<bf16>& x) {
+        Token a{Bytes(size_t(L.data_bytes)), Bytes(size_t(L.scale_bytes))}, b = a;
+        cp::quantize_token(l, x.data(), a.data.data(), a.scales.data());
+        cp::quantize_token_fp64(l, x.data(), b.data.data(), b.scales.data());
+        ASSERT_EQ(a.data, b.data) << kv_layout_name(l) << " amax " << amax;
+        ASSERT_EQ(bytes(a.scales, 0, size_t(L.scales)), bytes(b.scales, 0, size_t(L.scales)));
+      });
+    }
+  }
+}
+
+// ---- error bounds ----------------------------------------------------------------------------
+
+// The bound holds for every bf16 value in tiles at many scales (the floors included), and is
+// reached: the largest error / bound ratio is above 15/16 (the bound's |x|/16 is a worst case
+// that a tie at 1 + 1/16 of a binade nearly reaches) or exactly 1 for fp4 (0.25 S ties to 0).
+TEST(CompactPagesLayouts, ErrorBoundsHoldAndAreReached) {
+  const float amaxes[] = {0.0f, 1e-9f, 1e-6f, 0.01f, 1.0f, 100.0f, 2784.0f, 1e30f};
+  for (KvLayout l : kAll) {
+    const PageLayout L = page_layout(l);
+    double worst = 0;
+    for (float amax : amaxes) {
+      sweep_tiles(L, amax, [&](const std::vector<bf16>& x) {
+        Token t{Bytes(size_t(L.data_bytes)), Bytes(size_t(L.scale_bytes))};
+        cp::quantize_token(l, x.data(), t.data.data(), t.scales.data());
+        float d[512];
+        cp::dequantize_token(l, t.data.data(), t.scales.data(), d);
+        for (int i = 0; i < L.quant_values; ++i) {
+          const bf16* tile = x.data() + i / L.tile_values * L.tile_values;
+          if (!cp::error_bound_applies(l, tile)) continue;
+          const double v = fp64::bf16_value(x[size_t(i)].bits);
+          const double bound = cp::error_bound(l, v, t.scales[size_t(i / L.tile_values)]);
+          const double err = std::fabs(double(d[i]) - v);
+          ASSERT_LE(err, bound) << kv_layout_name(l) << " amax " << amax << " value " << v;
+          worst = std::max(worst, err / bound);
+        }
+      });
+    }
+    EXPECT_GT(worst, l == KvLayout::kV41Fp4 ? 0.999 : 15.0 / 16 * 0.99) << kv_layout_name(l);
+  }
+  // At the floors: a value of half the smallest subnormal step ties to zero, an error of
+  // exactly 2^(e-10) (2^(e-11) for e4m3fnuz), which the bound allows.
+  std::vector<bf16> x(512, B(0.0f));
+  x[1] = B(std::ldexp(1.0f, -10 - 13));
+  const Token t = quantize(KvLayout::kV41, x);
+  EXPECT_EQ(t.scales[0], 114);
+  EXPECT_EQ(t.data[1], 0x00);
+  EXPECT_EQ(cp::error_bound(KvLayout::kV41, std::ldexp(1.0, -23), 114),
+            std::ldexp(1.0, -23) + std::ldexp(1.0, -27));
+}
+
+// ---- pools of pages --------------------------------------------------------------------------
+
+TEST(CompactPagesLayouts, ScatterAndGatherOverPagesWithHostileSlots) {
+  fx::Rng rng(fx::test_seed());
+  for (KvLayout l : kAll) {
+    const PageLayout L = page_layout(l);
+    for (int64_t p : kPageSizes) {
+      SCOPED_TRACE(std::string(kv_layout_name(l)) + " P=" + std::to_string(p));
+      const size_t num_pages = 3, slots_total = num_pages * size_t(p);
+      const size_t pb = size_t(L.page_bytes(p));
+      std::vector<int64_t> slots;
+      for (size_t s = slots_total; s-- > 0;)
+        if (s % 2 == 0 || p == 1) slots.push_back(int64_t(s));
+      const size_t valid = slots.size();
+      for (int64_t bad : {int64_t(-1), int64_t(-7), int64_t(slots_total), int64_t(2147483647),
+                          std::numeric_limits<int64_t>::max()})
+        slots.push_back(bad);
+      std::vector<bf16> src(slots.size() * 512);
+      for (size_t t = 0; t < slots.size(); ++t) {
+        const std::vector<bf16> r = hostile_row(rng);
+        std::copy(r.begin(), r.end(), src.begin() + long(t * 512));
+      }
+      Bytes pool(num_pages * pb, 0xa5);
+      const cp::Outcome o = cp::quantize(l, p, src, 0, slots, pool, num_pages);
+      EXPECT_EQ(o.written, int64_t(valid));
+      EXPECT_EQ(o.skipped, 2);
+      EXPECT_EQ(o.rejected, 3);
+      // Every written slot holds its token at page s / P, row s % P; every other byte is as it
+      // was (unwritten rows, the v4 pad byte, the page padding).
+      Bytes want(num_pages * pb, 0xa5);
+      for (size_t t = 0; t < valid; ++t) {
+        const size_t s = size_t(slots[t]), page = s / size_t(p), row = s % size_t(p);
+        cp::quantize_token(l, src.data() + t * 512,
+                           want.data() + page * pb + row * size_t(L.data_bytes),
+                           want.data() + page * pb + size_t(p) * size_t(L.data_bytes) +
+                               row * size_t(L.scale_bytes));
+      }
+      ASSERT_EQ(pool, want);
+      if (L.scales < L.scale_bytes) {
+        EXPECT_EQ(pool[size_t(L.scale_row_offset(0, p)) + 7], 0xa5);
+      }
+      // Gather the same slots back: untouched rows for skipped and rejected slots.
+      std::vector<float> out(slots.size() * 512, -1.0f);
+      const cp::Outcome g = cp::dequantize(l, p, pool, num_pages, slots, out, 0);
+      EXPECT_EQ(g.written, int64_t(valid));
+      EXPECT_EQ(g.rejected, 3);
+      for (size_t t = 0; t < slots.size(); ++t) {
+        float row[512];
+        if (t < valid) {
+          const size_t s = size_t(slots[t]);
+          cp::dequantize_token(l, pool.data() + L.data_row_offset(int64_t(s), p),
+                               pool.data() + L.scale_row_offset(int64_t(s), p), row);
+        } else {
+          std::fill(row, row + 512, -1.0f);
+        }
+        ASSERT_EQ(std::memcmp(out.data() + t * 512, row, sizeof row), 0) << "row " << t;
+      }
+    }
+  }
+}
+
+TEST(CompactPagesLayouts, WholePagesHaveZeroPaddingAndRoundTrip) {
+  fx::Rng rng(fx::test_seed());
+  for (KvLayout l : kAll) {
+    const PageLayout L = page_layout(l);
+    for (int64_t p : {int64_t(1), int64_t(7)}) {
+      std::vector<bf16> k(2 * size_t(p) * 512);
+      for (auto& v : k) v = B(float(int64_t(rng.next() % 201) - 100) / 7.0f);
+      const Bytes pages = cp::quantize_pages(l, p, k);
+      ASSERT_EQ(pages.size(), 2 * size_t(L.page_bytes(p)));
+      for (size_t pg = 0; pg < 2; ++pg) {
+        const size_t end = pg * size_t(L.page_bytes(p)) + size_t(L.page_bytes(p));
+        for (size_t i = end - size_t(L.padding_bytes(p)); i < end; ++i) ASSERT_EQ(pages[i], 0);
+        if (L.scales < L.scale_bytes) {
+          for (int64_t r = 0; r < p; ++r)
+            ASSERT_EQ(pages[size_t(L.scale_row_offset(int64_t(pg) * p + r, p)) + 7], 0);
         }
       }
-    EXPECT_GT(checked, 100000u);
-    ::testing::Test::RecordProperty(std::string(page_format_name(f)) + "_worst_error_over_bound",
-                                    std::to_string(worst));
-    ::testing::Test::RecordProperty(std::string(page_format_name(f)) + "_normal_rel_l2",
-                                    std::to_string(std::sqrt(err2 / ref2)));
-  }
-}
-
-// Quantising a dequantised row gives the same values back (MXFP8 always; NVFP4 wherever the scale
-// is an e4m3 normal, since a subnormal scale can lose its largest element's share).
-TEST(CompactPagesRef, DequantisedRowsAreFixedPoints) {
-  const uint64_t seed = fx::test_seed();
-  fx::Rng rng(seed);
-  for (PageFormat f : {kMx, kNv})
-    for (int r = 0; r < 200; ++r) {
-      DSV4_CASE(seed, page_format_name(f) << " row " << r);
-      const std::vector<bf16> x = random_row(rng, r % 4);
-      const Bytes q = quantize(f, x);
-      std::vector<bf16> once(512);
-      cp::dequantize_row(f, q.data(), once.data());
-      std::vector<bf16> twice(512);
-      cp::dequantize_row(f, quantize(f, once).data(), twice.data());
-      const int bv = page_block_values(f);
-      for (int b = 0; b < page_row_blocks(f); ++b) {
-        const uint8_t sc = cp::block_scale(f, q.data(), b);
-        if (!cp::error_bound_applies(f, x.data() + b * bv)) continue;
-        if (f == kNv && (sc & 0x7f) < 0x08) continue;  // subnormal or zero scale
-        for (int i = b * bv; i < (b + 1) * bv; ++i) {
-          const float a = bf16_to_f32(once[size_t(i)]), c = bf16_to_f32(twice[size_t(i)]);
-          ASSERT_TRUE(a == c || (std::isnan(a) && std::isnan(c))) << "value " << i;
-        }
-      }
-    }
-}
-
-// Negating a row flips every element's sign bit and keeps every scale (blocks without NaN).
-// Scaling by 2^k moves MXFP8 scales by k and keeps NVFP4 codes while its scale stays normal.
-TEST(CompactPagesRef, SignAndPowerOfTwoSymmetries) {
-  const uint64_t seed = fx::test_seed();
-  DSV4_CASE(seed, "100 rows of N(0,1), both formats");
-  fx::Rng rng(seed);
-  for (int r = 0; r < 100; ++r) {
-    std::vector<bf16> x(512), neg(512), up(512);
-    const int k = int(rng.range(-20, 20));
-    for (size_t i = 0; i < 512; ++i) {
-      x[i] = B(float(rng.normal()));
-      neg[i] = bf16{uint16_t(x[i].bits ^ 0x8000)};
-      up[i] = B(std::ldexp(bf16_to_f32(x[i]), k));
-    }
-    const Bytes qm = quantize(kMx, x), qn = quantize(kNv, x);
-    const Bytes qm_neg = quantize(kMx, neg), qn_neg = quantize(kNv, neg);
-    const Bytes qm_up = quantize(kMx, up), qn_up = quantize(kNv, up);
-    for (size_t i = 0; i < 512; ++i) {
-      ASSERT_EQ(qm_neg[i], qm[i] ^ 0x80) << "mxfp8 element " << i;
-      ASSERT_EQ(qm_up[i], qm[i]) << "mxfp8 element " << i << " k=" << k;
-    }
-    for (size_t b = 0; b < 16; ++b) {
-      ASSERT_EQ(qm_neg[512 + b], qm[512 + b]);
-      ASSERT_EQ(int(qm_up[512 + b]), int(qm[512 + b]) + k) << "mxfp8 scale " << b;
-    }
-    for (size_t i = 0; i < 256; ++i) ASSERT_EQ(qn_neg[i], qn[i] ^ 0x88) << "nvfp4 byte " << i;
-    for (size_t b = 0; b < 32; ++b) {
-      ASSERT_EQ(qn_neg[256 + b], qn[256 + b]);
-      const double s = std::fabs(double(e4m3_to_f32(qn[256 + b])));
-      const double s_up = std::ldexp(s, k);
-      if (s < 0x1p-6 || s_up < 0x1p-6 || s_up > 448) continue;
-      ASSERT_EQ(double(e4m3_to_f32(qn_up[256 + b])), s_up) << "nvfp4 scale " << b << " k=" << k;
-      for (size_t j = 8 * b; j < 8 * b + 8; ++j) ASSERT_EQ(qn_up[j], qn[j]) << "nvfp4 byte " << j;
-    }
-  }
-}
-
-// ---- scatter and gather over a pool ----------------------------------------------------------
-
-TEST(CompactPagesRef, QuantizeScattersWrittenRowsOnlyAndCountsRejections) {
-  const uint64_t seed = fx::test_seed();
-  for (PageFormat f : {kMx, kNv}) {
-    const size_t rows = 64, T = 96, stride = 520, rb = size_t(page_row_bytes(f));
-    DSV4_CASE(seed, page_format_name(f)
-                        << " T=" << T << " pool_rows=" << rows << " src_stride=" << stride);
-    fx::Rng rng(seed);
-    const fx::HostileIndices slots = fx::hostile_indices(rng, T, int64_t(rows));
-    std::vector<bf16> src(T * stride, H(kNaN));  // the gaps between rows must never be read
-    for (size_t t = 0; t < T; ++t) {
-      const std::vector<bf16> r = random_row(rng, int(t % 4));
-      std::copy(r.begin(), r.end(), src.begin() + long(t * stride));
-    }
-    Bytes pool(rows * rb, 0xff);
-    const cp::Outcome o = cp::quantize(f, src, stride, slots.idx, pool, rows);
-    EXPECT_EQ(o.written, int64_t(slots.n_valid));
-    EXPECT_EQ(o.skipped, int64_t(slots.n_negative));
-    EXPECT_EQ(o.rejected, int64_t(slots.n_out_of_range));
-    Bytes want(rows * rb, 0xff);
-    for (size_t t = 0; t < T; ++t)
-      if (slots.idx[t] >= 0 && slots.idx[t] < int64_t(rows))
-        cp::quantize_row(f, src.data() + t * stride, want.data() + size_t(slots.idx[t]) * rb);
-    EXPECT_EQ(pool, want);
-    size_t untouched = 0;
-    for (size_t r = 0; r < rows; ++r)
-      untouched += std::all_of(pool.begin() + long(r * rb), pool.begin() + long((r + 1) * rb),
-                               [](uint8_t b) { return b == 0xff; });
-    EXPECT_EQ(untouched, rows - slots.n_valid) << "rows not named by a valid slot stay poisoned";
-  }
-}
-
-TEST(CompactPagesRef, DequantizeGathersWrittenRowsOnlyAndCountsRejections) {
-  const uint64_t seed = fx::test_seed();
-  for (PageFormat f : {kMx, kNv}) {
-    const size_t rows = 40, T = 64, stride = 528, rb = size_t(page_row_bytes(f));
-    DSV4_CASE(seed, page_format_name(f)
-                        << " T=" << T << " pool_rows=" << rows << " out_stride=" << stride);
-    fx::Rng rng(seed);
-    Bytes pool(rows * rb);
-    for (auto& b : pool) b = uint8_t(rng.next());  // every byte pattern decodes
-    fx::IndexMix mix;
-    mix.unique_valid = false;  // a gather may read a row twice
-    const fx::HostileIndices slots = fx::hostile_indices(rng, T, int64_t(rows), mix);
-    const float poison = f32_from_bits(0x7fbadbadu);
-    std::vector<float> out(T * stride, poison);
-    std::vector<bf16> out16(T * stride, H(0x7fbd));
-    const cp::Outcome o = cp::dequantize(f, pool, rows, slots.idx, out, stride);
-    const cp::Outcome o16 = cp::dequantize(f, pool, rows, slots.idx, out16, stride);
-    EXPECT_EQ(o.written, int64_t(slots.n_valid));
-    EXPECT_EQ(o.skipped, int64_t(slots.n_negative));
-    EXPECT_EQ(o.rejected, int64_t(slots.n_out_of_range));
-    EXPECT_EQ(o16.rejected, o.rejected);
-    for (size_t t = 0; t < T; ++t) {
-      const int64_t s = slots.idx[t];
-      const bool valid = s >= 0 && s < int64_t(rows);
-      std::vector<float> want(512, poison);
-      if (valid) cp::dequantize_row(f, pool.data() + size_t(s) * rb, want.data());
-      for (size_t i = 0; i < stride; ++i) {
-        const float w = i < 512 ? want[i] : poison;
-        ASSERT_EQ(f32_bits(out[t * stride + i]), f32_bits(w)) << "row " << t << " value " << i;
-        const uint16_t w16 = i < 512 && valid ? f32_to_bf16(w).bits : uint16_t(0x7fbd);
-        ASSERT_EQ(out16[t * stride + i].bits, w16) << "bf16 row " << t << " value " << i;
+      const std::vector<bf16> back = cp::dequantize_pages(l, p, pages);
+      ASSERT_EQ(back.size(), k.size());
+      for (size_t s = 0; s < 2 * size_t(p); ++s) {
+        bf16 row[512];
+        cp::dequantize_token(l, pages.data() + L.data_row_offset(int64_t(s), p),
+                             pages.data() + L.scale_row_offset(int64_t(s), p), row);
+        ASSERT_EQ(std::memcmp(back.data() + s * 512, row, sizeof row), 0);
       }
     }
   }
 }
 
-TEST(CompactPagesRef, DuplicateSlotsKeepTheLaterRowAndNoRowsDoNothing) {
-  std::vector<bf16> src(1024);
-  for (size_t i = 0; i < 1024; ++i) src[i] = B(i < 512 ? 1.0f : -3.0f);
-  for (PageFormat f : {kMx, kNv}) {
-    const size_t rb = size_t(page_row_bytes(f));
-    Bytes pool(2 * rb, 0xff);
-    const std::vector<int64_t> slots = {1, 1};
-    EXPECT_EQ(cp::quantize(f, src, 0, slots, pool, 2).written, 2);
-    EXPECT_EQ(Bytes(pool.begin() + long(rb), pool.end()),
-              quantize(f, std::vector<bf16>(src.begin() + 512, src.end())));
-    const Bytes before = pool;
-    EXPECT_EQ(cp::quantize(f, {}, 0, {}, pool, 2).written, 0);
-    EXPECT_EQ(pool, before);
-  }
-}
-
-TEST(CompactPagesRef, BadArgumentsNameTheField) {
+TEST(CompactPagesLayouts, BadArgumentsNameTheField) {
   std::vector<bf16> src(512);
-  Bytes pool(528);
-  std::vector<float> out(512);
-  const std::vector<int64_t> one = {0}, two = {0, 1};
-  auto message = [](auto&& fn) -> std::string {
+  std::vector<int64_t> slots{0};
+  Bytes pool(1024);
+  auto message = [](auto f) -> std::string {
     try {
-      fn();
+      f();
     } catch (const std::invalid_argument& e) {
       return e.what();
     }
-    return "no exception";
+    return "";
   };
-  EXPECT_NE(message([&] { cp::quantize(kMx, src, 0, two, pool, 1); }).find("src holds 512"),
+  EXPECT_NE(
+      message([&] { cp::quantize(KvLayout::kV41, 0, src, 0, slots, pool, 1); }).find("page_size=0"),
+      std::string::npos);
+  EXPECT_NE(message([&] { cp::quantize(KvLayout(9), 1, src, 0, slots, pool, 1); }).find("layout=9"),
             std::string::npos);
-  EXPECT_NE(message([&] { cp::quantize(kMx, src, 100, one, pool, 1); }).find("src_stride=100"),
-            std::string::npos);
-  EXPECT_NE(message([&] { cp::quantize(kMx, src, 0, one, pool, 2); }).find("pool_rows=2"),
-            std::string::npos);
-  EXPECT_NE(message([&] { cp::dequantize(kNv, pool, 1, two, out, 0); }).find("out holds 512"),
-            std::string::npos);
-  EXPECT_NE(message([&] { cp::quantize(PageFormat(7), src, 0, one, pool, 1); }).find("format=7"),
-            std::string::npos);
-  EXPECT_NE(message([&] { cp::block_scale(kNv, pool.data(), 32); }).find("b=32"),
+  EXPECT_NE(
+      message([&] { cp::quantize(KvLayout::kV4, 1, src, 0, slots, pool, 1); }).find("num_pages=1"),
+      std::string::npos);
+  EXPECT_NE(message([&] { cp::quantize_pages(KvLayout::kV41, 2, src); }).find("k holds 512"),
             std::string::npos);
 }
 

@@ -1,5 +1,7 @@
-// dsv4-replay's compact_pages adapter: quantise and dequantise cases, hand-computed page bytes,
-// planted byte mismatches reported at their [row, byte], and cases that do not fit.
+// dsv4-replay's compact_pages adapter: PyTorch-form page cases (in.k -> got.pages, in.pages ->
+// got.k, layout and page size in __metadata__), hand-computed page bytes, planted mismatches
+// reported at their page, row, data or scale byte and tile, the slot form with its counter, cases
+// that do not fit, and the PyTorch-written golden pages held to the reference byte for byte.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,8 +11,10 @@
 
 #include "dsv4/fixtures/case_file.hpp"
 #include "dsv4/fixtures/generators.hpp"
+#include "dsv4/fixtures/kernel_case.hpp"
 #include "dsv4/fixtures/seed.hpp"
 #include "dsv4/gpu/runtime.hpp"
+#include "dsv4/ref/formats/page_layout.hpp"
 #include "dsv4/replay/replay.hpp"
 
 #include <unistd.h>
@@ -21,8 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-constexpr size_t kRows = 4;
-
 class CompactPagesAdapter : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -32,17 +34,14 @@ class CompactPagesAdapter : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Quantise 3 rows (stride 520) into slots {2, -1, 4=R}: one written, one skipped, one rejected.
-  fx::Case quantize_case(size_t row_bytes, const std::vector<bf16>& row0) {
-    fx::Rng rng(seed_);
+  // A PyTorch-form quantise case: k [2, P, 512] of ones, the layout and page size as metadata.
+  fx::Case pages_case(const char* layout, int64_t P) {
     fx::Case c;
     c.family = "compact_pages";
-    std::vector<bf16> src = fx::uniform_bf16(rng, 3 * 520, -3, 3);
-    std::copy(row0.begin(), row0.end(), src.begin());
-    c.inputs["src"] = st::Tensor::of<bf16>({3, 520}, src);
-    c.inputs["slots"] = st::Tensor::of(std::vector<int64_t>{2, -1, int64_t(kRows)});
-    c.inputs["pool"] =
-        st::Tensor::of<uint8_t>({kRows, row_bytes}, std::vector<uint8_t>(kRows * row_bytes, 0xA5));
+    c.metadata["dsv4.layout"] = layout;
+    c.metadata["dsv4.page_size"] = std::to_string(P);
+    c.inputs["k"] = st::Tensor::of<bf16>({2, uint64_t(P), 512},
+                                         std::vector<bf16>(size_t(2 * P * 512), f32_to_bf16(1.0f)));
     return c;
   }
   Result replay(fx::Case c, const std::string& name, Mode m = Mode::kReference) {
@@ -56,119 +55,144 @@ class CompactPagesAdapter : public ::testing::Test {
   uint64_t seed_ = 0;
 };
 
-// A row of 1.0: amax 1, MXFP8 exponent ceil(log2(1/448)) = -8, scale code 127-8 = 119 (0x77),
-// every element 1/2^-8 = 256 = e4m3 0x78 (exponent field 15, mantissa 0).
-TEST_F(CompactPagesAdapter, QuantiseMxfp8MatchesHandComputedBytes) {
-  DSV4_CASE(seed_, "mxfp8 T=3 R=" << kRows);
-  fx::Case c = quantize_case(528, std::vector<bf16>(512, f32_to_bf16(1.0f)));
+// Tokens of 1.0 in v41 pages of 7: amax 1, exponent ceil(log2(1/448)) = -8, scale byte 0x77,
+// every value 1 * 2^8 = 256 = e4m3 0x78; 7 * 528 = 3696 bytes padded to 4096 with zeros.
+TEST_F(CompactPagesAdapter, PagesFormMatchesHandComputedBytesAndNamesTheFirstDifference) {
+  fx::Case c = pages_case("v41", 7);
   const Outputs out = reference(c);
-  EXPECT_EQ(out.at("errors").item<int64_t>(), 1);
-  EXPECT_EQ(out.at("pool").format, "mxfp8_528");
-  const auto pool = out.at("pool").values<uint8_t>();
-  for (size_t b = 0; b < 512; ++b) ASSERT_EQ(pool[2 * 528 + b], 0x78) << "element " << b;
-  for (size_t b = 512; b < 528; ++b) ASSERT_EQ(pool[2 * 528 + b], 0x77) << "scale " << b;
-  for (size_t r : {0, 1, 3})
-    for (size_t b = 0; b < 528; ++b) ASSERT_EQ(pool[r * 528 + b], 0xA5) << r << " " << b;
-
+  const auto pages = out.at("pages").values<uint8_t>();
+  ASSERT_EQ(pages.size(), 2u * 4096);
+  for (size_t p = 0; p < 2; ++p) {
+    for (size_t b = 0; b < 7 * 512; ++b) ASSERT_EQ(pages[p * 4096 + b], 0x78) << b;
+    for (size_t b = 7 * 512; b < 7 * 528; ++b) ASSERT_EQ(pages[p * 4096 + b], 0x77) << b;
+    for (size_t b = 7 * 528; b < 4096; ++b) ASSERT_EQ(pages[p * 4096 + b], 0x00) << b;
+  }
   c.got = out;
-  EXPECT_EQ(replay(c, "q_ok").exit_code, 0);
-  auto bad = pool;
-  bad[2 * 528 + 515] = 0x78;  // scale of block 3 off by one binade
-  c.got["pool"] = st::Tensor::of<uint8_t>({kRows, 528}, bad);
-  const Result r = replay(c, "q_bad");
+  const Result ok = replay(c, "ok");
+  EXPECT_EQ(ok.exit_code, 0) << ok.report;
+
+  auto bad = pages;
+  bad[4096 + 7 * 512 + 3 * 16 + 5] = 0x78;  // page 1, row 3, scale of tile 5 one binade up
+  c.got["pages"] = st::Tensor::of<uint8_t>({2, 4096}, bad);
+  const Result r = replay(c, "bad_scale");
   EXPECT_EQ(r.exit_code, 1) << r.report;
-  EXPECT_THAT(r.mismatches.at("pool"),
-              HasSubstr("pool [4, 528]: 1 of 2112 elements differ bitwise; first at [2, 515]"));
-  EXPECT_THAT(r.mismatches.at("pool"), HasSubstr("[2, 515] got 120 (0x78) want 119 (0x77)"));
+  EXPECT_THAT(r.report, HasSubstr("page 1, row 3, scale byte 5 (tile 5), got 0x78 want 0x77"));
+
+  bad = pages;
+  bad[2 * 512 + 100] = 0x79;  // page 0, row 2, data byte 100: tile 3
+  c.got["pages"] = st::Tensor::of<uint8_t>({2, 4096}, bad);
+  const Result d = replay(c, "bad_data");
+  EXPECT_EQ(d.exit_code, 1) << d.report;
+  EXPECT_THAT(d.report, HasSubstr("page 0, row 2, data byte 100 (tile 3)"));
+
+  bad = pages;
+  bad[4095] = 0x01;  // padding must stay zero
+  c.got["pages"] = st::Tensor::of<uint8_t>({2, 4096}, bad);
+  EXPECT_THAT(replay(c, "bad_pad").report, HasSubstr("page 0, padding byte 399"));
 }
 
-TEST_F(CompactPagesAdapter, QuantiseNvfp4AndDequantiseBothOutputTypes) {
-  DSV4_CASE(seed_, "nvfp4 T=3 R=" << kRows);
-  fx::Case q = quantize_case(288, {});
-  const Outputs pool = reference(q);
-  EXPECT_EQ(pool.at("pool").format, "nvfp4_288");
-  EXPECT_EQ(pool.at("errors").item<int64_t>(), 1);
-
-  // Gather slots {2, 0, -1, 9}: row 2 was written, row 0 holds 0xA5 poison (decoded all the
-  // same), -1 leaves its out row alone, 9 >= R is counted.
-  for (st::DType dt : {st::DType::F32, st::DType::BF16}) {
-    SCOPED_TRACE(st::dtype_name(dt));
+// Every layout's pages form round trips through the dequantise form, both from metadata.
+TEST_F(CompactPagesAdapter, EveryLayoutQuantiseAndDequantiseFromMetadata) {
+  for (const char* name : {"v41", "v41_fp4", "v4", "v4_fnuz"}) {
+    SCOPED_TRACE(name);
+    fx::Rng rng(seed_);
+    fx::Case q = pages_case(name, 2);
+    q.inputs["k"] = st::Tensor::of<bf16>({2, 2, 512}, fx::uniform_bf16(rng, 2048, -9, 9));
+    q.got = reference(q);
+    EXPECT_EQ(replay(q, std::string("q_") + name).exit_code, 0);
     fx::Case d;
     d.family = "compact_pages";
-    d.inputs["pool"] = pool.at("pool");
-    d.inputs["slots"] = st::Tensor::of(std::vector<int64_t>{2, 0, -1, 9});
-    d.inputs["out"] = dt == st::DType::F32
-                          ? st::Tensor::of<float>({4, 512}, std::vector<float>(2048, -3.5f))
-                          : st::Tensor::of<bf16>({4, 512}, std::vector<bf16>(2048, bf16{0xc060}));
-    const Outputs out = reference(d);
-    EXPECT_EQ(out.at("errors").item<int64_t>(), 1);
-    const auto v = out.at("out").to_f64();
-    const auto src = q.inputs.at("src").to_f64();
-    for (size_t j = 0; j < 512; ++j) {
-      // NVFP4 keeps a value within max(|x|, S)/4 (S <= 3/6*17/16 here): 0.25 covers it.
-      ASSERT_NEAR(v[j], src[j], std::max(std::abs(src[j]) / 4, 0.25)) << j;
-      ASSERT_EQ(v[2 * 512 + j], -3.5) << "skipped row " << j;
-      ASSERT_EQ(v[3 * 512 + j], -3.5) << "rejected row " << j;
+    d.metadata = q.metadata;
+    d.inputs["pages"] = q.got.at("pages");
+    d.got = reference(d);
+    ASSERT_EQ(d.got.at("k").shape, (std::vector<uint64_t>{2, 2, 512}));
+    EXPECT_EQ(replay(d, std::string("d_") + name).exit_code, 0);
+    // v4's raw bf16 values come back as stored.
+    if (std::string(name) == "v4" || std::string(name) == "v4_fnuz") {
+      const auto k = q.inputs.at("k").values<bf16>(), back = d.got.at("k").values<bf16>();
+      for (size_t i = 448; i < 512; ++i) ASSERT_EQ(back[i].bits, k[i].bits) << i;
     }
-    d.got = out;
-    EXPECT_EQ(replay(d, "d_ok").exit_code, 0);
-    d.got["out"] = out.at("out");
-    d.got["errors"] = st::Tensor::scalar<int64_t>(0);
-    const Result r = replay(d, "d_bad");
-    EXPECT_EQ(r.exit_code, 1) << r.report;
-    EXPECT_THAT(r.mismatches.at("errors"), HasSubstr("got 0"));
-    EXPECT_EQ(r.mismatches.at("out"), "");
   }
 }
 
+// The slot form: in.layout / in.page_size inputs, hostile slots, the counter.
+TEST_F(CompactPagesAdapter, SlotFormCountsRejectedSlots) {
+  fx::Case c;
+  c.family = "compact_pages";
+  c.inputs["layout"] = st::Tensor::scalar<int32_t>(int32_t(KvLayout::kV41Fp4));
+  c.inputs["page_size"] = st::Tensor::scalar<int64_t>(3);
+  c.inputs["src"] = st::Tensor::of<bf16>({4, 520}, std::vector<bf16>(4 * 520, f32_to_bf16(6.0f)));
+  c.inputs["slots"] = st::Tensor::of(std::vector<int64_t>{4, -1, 6, int64_t(1) << 40});
+  c.inputs["pool"] = st::Tensor::of<uint8_t>({2, 1024}, std::vector<uint8_t>(2048, 0xA5));
+  const Outputs out = reference(c);
+  EXPECT_EQ(out.at("errors").item<int64_t>(), 2);
+  const auto pool = out.at("pool").values<uint8_t>();
+  // Slot 4: page 1, row 1. Amax 6: scale 1.0 (0x38), 6 -> code 7, pairs 0x77.
+  EXPECT_EQ(pool[1024 + 256], 0x77);
+  EXPECT_EQ(pool[1024 + 3 * 256 + 32], 0x38);
+  EXPECT_EQ(pool[0], 0xA5) << "untouched";
+  c.got = out;
+  EXPECT_EQ(replay(c, "slots").exit_code, 0);
+}
+
 TEST_F(CompactPagesAdapter, CasesThatDoNotFitExitTwo) {
-  fx::Case c = quantize_case(528, {});
-  c.inputs["pool"] = st::Tensor::of<uint8_t>({kRows, 500}, std::vector<uint8_t>(kRows * 500));
-  c.got["errors"] = st::Tensor::scalar<int64_t>(1);
-  Result r = replay(c, "rowsize");
+  const st::Tensor some = st::Tensor::of<uint8_t>({2, 4096}, std::vector<uint8_t>(8192));
+  fx::Case c = pages_case("v5", 7);
+  c.got["pages"] = some;
+  Result r = replay(c, "layout");
   EXPECT_EQ(r.exit_code, 2) << r.report;
-  EXPECT_THAT(r.report, HasSubstr("tensor 'in.pool' field 'shape'"));
+  EXPECT_THAT(r.report, HasSubstr("dsv4.layout"));
 
-  c = quantize_case(528, {});
-  c.inputs["pool"] =
-      st::Tensor::formatted("nvfp4_288", {kRows, 528}, std::vector<uint8_t>(kRows * 528));
-  c.got["errors"] = st::Tensor::scalar<int64_t>(1);
-  r = replay(c, "format");
+  c = pages_case("v41", 7);
+  c.metadata["dsv4.page_size"] = "seven";
+  c.got["pages"] = some;
+  r = replay(c, "page_size");
   EXPECT_EQ(r.exit_code, 2) << r.report;
-  EXPECT_THAT(r.report, HasSubstr("declares 'nvfp4_288' but rows of 528 bytes are mxfp8_528"));
+  EXPECT_THAT(r.report, HasSubstr("dsv4.page_size"));
 
-  c = quantize_case(528, {});
-  c.inputs["src"] = st::Tensor::of<bf16>({3, 256}, std::vector<bf16>(768));
-  c.got["errors"] = st::Tensor::scalar<int64_t>(1);
-  r = replay(c, "narrow");
+  c = pages_case("v41", 7);
+  c.metadata["dsv4.page_size"] = "8";  // k is [2, 7, 512]
+  c.got["pages"] = some;
+  r = replay(c, "k_shape");
   EXPECT_EQ(r.exit_code, 2) << r.report;
-  EXPECT_THAT(r.report, HasSubstr("tensor 'in.src' field 'shape'"));
+  EXPECT_THAT(r.report, HasSubstr("in.k"));
 
   fx::Case d;
   d.family = "compact_pages";
-  d.inputs["pool"] = st::Tensor::of<uint8_t>({1, 288}, std::vector<uint8_t>(288));
-  d.inputs["slots"] = st::Tensor::of(std::vector<int64_t>{0});
-  d.inputs["out"] = st::Tensor::of<double>({1, 512}, std::vector<double>(512));
-  d.got["errors"] = st::Tensor::scalar<int64_t>(0);
-  r = replay(d, "f64out");
+  d.metadata["dsv4.layout"] = "v4";
+  d.metadata["dsv4.page_size"] = "1";
+  d.inputs["pages"] = st::Tensor::of<uint8_t>({1, 1000}, std::vector<uint8_t>(1000));
+  d.got["k"] = st::Tensor::of<bf16>({1, 1, 512}, std::vector<bf16>(512));
+  r = replay(d, "pages_shape");
   EXPECT_EQ(r.exit_code, 2) << r.report;
-  EXPECT_THAT(r.report, HasSubstr("is F64, expected F32 or BF16"));
+  EXPECT_THAT(r.report, HasSubstr("in.pages"));
+}
+
+// The pages PyTorch wrote on the H200 (replay/examples/compact_pages_golden.py), each replayed
+// through the reference: the same bytes (quantise) and the same bf16 values (dequantise).
+TEST(CompactPagesGolden, PyTorchWrittenPagesReplayByteForByte) {
+  int n = 0;
+  for (const std::string& path : fx::golden_files("compact_pages")) {
+    if (fs::path(path).filename().string().rfind("torch_", 0) != 0) continue;
+    ++n;
+    const Result r = run({path, "", Mode::kReference});
+    EXPECT_EQ(r.exit_code, 0) << path << "\n" << r.report;
+  }
+  EXPECT_GE(n, 8) << "PyTorch-written golden pages in " << fx::golden_directory("compact_pages");
 }
 
 TEST_F(CompactPagesAdapter, DeviceReplayMatchesTheReference) {
   std::string why;
   if (!gpu::available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
-  for (size_t bytes : {size_t(528), size_t(288)}) {
-    SCOPED_TRACE(bytes);
-    fx::Case c = quantize_case(bytes, {});
-    c.want = reference(c);
-    const Result r = replay(c, "device_q", Mode::kDevice);
+  for (const char* name : {"v41", "v41_fp4", "v4", "v4_fnuz"}) {
+    fx::Case q = pages_case(name, 7);
+    q.want = reference(q);
+    const Result r = replay(q, "device_q", Mode::kDevice);
     EXPECT_EQ(r.exit_code, 0) << r.report;
     fx::Case d;
     d.family = "compact_pages";
-    d.inputs["pool"] = c.want.at("pool");
-    d.inputs["slots"] = st::Tensor::of(std::vector<int64_t>{2, 0, -1, 9});
-    d.inputs["out"] = st::Tensor::of<float>({4, 512}, std::vector<float>(2048, -3.5f));
+    d.metadata = q.metadata;
+    d.inputs["pages"] = q.want.at("pages");
     d.want = reference(d);
     const Result rd = replay(d, "device_d", Mode::kDevice);
     EXPECT_EQ(rd.exit_code, 0) << rd.report;

@@ -1,192 +1,443 @@
-// Replay adapter for compact_pages: quantise bf16 rows into MXFP8-528 / NVFP4-288 page rows, and
-// dequantise page rows back to fp32 or bf16.
-#include <string>
-#include <vector>
+// compact_pages kernel case and replay adapter: quantise into and dequantise out of SGLang's paged
+// KV layouts, in the slot form (hostile slots, a poisoned pool, the error counter) and in the
+// whole-page form of SGLang's torch references (a PyTorch-written case).
+#include "dsv4/cases/compact_pages.hpp"
 
-#include "dsv4/fixtures/compare.hpp"
-#include "dsv4/fixtures/device_buffer.hpp"
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
 #include "dsv4/kernels/compact_pages.hpp"
-#include "dsv4/kernels/error_counter.hpp"
 #include "dsv4/ref/compact_pages.hpp"
 #include "dsv4/replay/replay.hpp"
 
-namespace dsv4::replay {
+namespace dsv4::cases {
 namespace {
 
 namespace ref = ::dsv4::ref::compact_pages;
 namespace kern = ::dsv4::kernels::compact_pages;
 
-// The case, read and checked. Both directions: in.pool U8 [R, 528 or 288] (the page rows; the row
-// size picks the format, and a "<tensor>.format" entry, when present, must agree), in.slots I64
-// [T]. Quantise when in.src BF16 [T, S] is given (S >= 512); optional in.lanes_per_block I32 for
-// the kernel. Dequantise otherwise: in.out F32 or BF16 [T, S] is the output buffer before the
-// gather (its dtype picks the output type; rows of skipped slots keep it).
-struct PageCase {
-  PageFormat format = PageFormat::kMxfp8;
-  std::vector<uint8_t> pool;
-  std::vector<uint64_t> pool_shape;
-  size_t rows = 0, T = 0;
-  std::vector<int64_t> slots;
-  bool quantize = false;
-  std::vector<bf16> src;
-  size_t stride = 0;  // src_stride or out_stride
-  const st::Tensor* out = nullptr;
-  int32_t lanes_per_block = 0;
-};
+const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
+  return fx::input_of(in, name, "compact_pages");
+}
 
-PageCase read(const fx::Case& c) {
-  PageCase k;
-  const st::Tensor& pool = c.input("pool");
-  k.pool = pool.values<uint8_t>("in.pool");
-  if (pool.shape.size() != 2 || (pool.shape[1] != 528 && pool.shape[1] != 288))
-    pool.throw_shape("in.pool", "[rows, 528] (mxfp8_528) or [rows, 288] (nvfp4_288)");
-  k.format = pool.shape[1] == 528 ? PageFormat::kMxfp8 : PageFormat::kNvfp4;
-  if (!pool.format.empty() && pool.format != page_format_name(k.format))
-    throw st::FormatError("case", "in.pool", "format",
-                          "declares '" + pool.format + "' but rows of " +
-                              std::to_string(pool.shape[1]) + " bytes are " +
-                              page_format_name(k.format));
-  k.pool_shape = pool.shape;
-  k.rows = pool.shape[0];
-  k.slots = c.input("slots").values<int64_t>("in.slots");
-  k.T = k.slots.size();
-  k.quantize = c.has_input("src");
-  const st::Tensor& rows = c.input(k.quantize ? "src" : "out");
-  const std::string name = k.quantize ? "in.src" : "in.out";
-  if (rows.shape.size() != 2 || rows.shape[0] != k.T || rows.shape[1] < ref::kRowValues)
-    rows.throw_shape(name, "[" + std::to_string(k.T) + ", S] with S >= 512 (one row per slot)");
-  k.stride = rows.shape[1];
-  if (k.quantize) {
-    k.src = rows.values<bf16>(name);
-    if (c.has_input("lanes_per_block"))
-      k.lanes_per_block = c.input("lanes_per_block").item<int32_t>("in.lanes_per_block");
+const char* op_name(CompactOp op) {
+  return op == CompactOp::kQuantize         ? "quantize"
+         : op == CompactOp::kDequantizeBf16 ? "dequantize_bf16"
+                                            : "dequantize_f32";
+}
+
+int64_t stride_or_512(int64_t s) { return s ? s : kTokenValues; }
+
+uint64_t page_bytes(const CompactPagesShape& s) {
+  return uint64_t(page_layout(s.layout).page_bytes(s.page_size));
+}
+
+// A pool tensor (U8 [num_pages, page_bytes], the layout's name as its format).
+st::Tensor pool_tensor(const CompactPagesShape& s, std::vector<uint8_t> bytes) {
+  return st::Tensor::formatted(kv_layout_name(s.layout), {uint64_t(s.num_pages), page_bytes(s)},
+                               std::move(bytes));
+}
+
+std::vector<int64_t> iota(size_t n) {
+  std::vector<int64_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = int64_t(i);
+  return v;
+}
+
+// A pool of real pages (quantised from hostile rows) with every other page random bytes, so every
+// byte pattern is decoded (NaN and negative scales included); padding stays zero.
+std::vector<uint8_t> draw_pool(fx::Rng& rng, const CompactPagesShape& s) {
+  const PageLayout L = page_layout(s.layout);
+  const size_t pb = page_bytes(s), n = size_t(s.num_pages) * size_t(s.page_size);
+  const std::vector<bf16> rows = hostile_rows(rng, s.layout, n, kTokenValues);
+  std::vector<uint8_t> pool = ref::quantize_pages(s.layout, s.page_size, rows);
+  for (size_t p = 1; p < size_t(s.num_pages); p += 2)
+    for (size_t i = 0; i < size_t(s.page_size) * size_t(L.token_bytes()); ++i)
+      pool[p * pb + i] = uint8_t(rng.next());
+  return pool;
+}
+
+// The first differing element of two equal-size byte images, or npos.
+size_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b, size_t elem) {
+  for (size_t i = 0; i < a.size() && i < b.size(); i += elem)
+    if (std::memcmp(a.data() + i, b.data() + i, std::min(elem, a.size() - i)) != 0) return i / elem;
+  return std::string::npos;
+}
+
+std::string hex_byte(uint8_t b) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "0x%02x", b);
+  return buf;
+}
+
+}  // namespace
+
+std::string CompactPagesShape::str() const {
+  std::ostringstream os;
+  os << op_name(op) << " " << kv_layout_name(layout) << " P=" << page_size
+     << " pages=" << num_pages;
+  if (!whole_pages) os << " T=" << T;
+  if (whole_pages) os << " whole";
+  if (stride) os << " stride=" << stride;
+  if (values_per_lane) os << " V=" << values_per_lane;
+  return os.str();
+}
+
+std::vector<bf16> hostile_rows(fx::Rng& rng, KvLayout l, size_t T, size_t stride) {
+  const PageLayout L = page_layout(l);
+  const int tv = L.tile_values;
+  // The fp8 maximum whose powers of two a tile's amax hits exactly.
+  const float fmax = L.fp4 ? 6.0f : L.fp8 == Fp8Flavour::kE4m3fnuz ? 240.0f : 448.0f;
+  std::vector<bf16> v(T * stride, bf16{0x7fc0});
+  for (size_t t = 0; t < T; ++t) {
+    bf16* row = v.data() + t * stride;
+    for (int b = 0; b < kTokenValues / tv; ++b) {
+      bf16* x = row + b * tv;
+      const float scale = std::ldexp(1.0f, int(rng.range(-40, 40)));
+      for (int i = 0; i < tv; ++i) x[i] = f32_to_bf16(float(rng.normal()) * scale);
+      const int at = int(rng.range(0, tv - 1));
+      switch (int(rng.range(0, 15))) {
+        case 0:  // zeros of both signs
+          for (int i = 0; i < tv; ++i) x[i] = bf16{uint16_t(rng.uniform() < 0.5 ? 0 : 0x8000)};
+          break;
+        case 1:  // below every floor: bf16 subnormals and tiny normals
+          for (int i = 0; i < tv; ++i)
+            x[i] = bf16{uint16_t(rng.range(0, 0x1ff) | (i % 2 ? 0x8000 : 0))};
+          break;
+        case 2:  // a NaN
+          x[at] = bf16{uint16_t(rng.uniform() < 0.5 ? 0x7fc1 : 0xffc0)};
+          break;
+        case 3:  // an infinity
+          x[at] = bf16{uint16_t(rng.uniform() < 0.5 ? 0x7f80 : 0xff80)};
+          break;
+        case 4:  // amax exactly fmax * 2^k, or one bf16 step above it
+          for (int i = 0; i < tv; ++i) x[i] = f32_to_bf16(float(rng.uniform(-1, 1)) * fmax);
+          x[at] = f32_to_bf16(std::ldexp(fmax, int(rng.range(-20, 20))));
+          if (rng.uniform() < 0.5) x[at].bits = uint16_t(x[at].bits + 1);
+          if (rng.uniform() < 0.5) x[at].bits |= 0x8000;
+          break;
+        case 5:  // near the fp32 maximum
+          for (int i = 0; i < tv; ++i) x[i] = bf16{uint16_t(0x7f70 + rng.range(0, 15))};
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  return v;
+}
+
+std::string describe_pool_byte(KvLayout l, int64_t page_size, uint64_t offset) {
+  const PageLayout L = page_layout(l);
+  const uint64_t pb = uint64_t(L.page_bytes(page_size)), page = offset / pb, in = offset % pb;
+  std::ostringstream os;
+  os << "page " << page << ", ";
+  const uint64_t data_end = uint64_t(page_size) * uint64_t(L.data_bytes);
+  const uint64_t scale_end = data_end + uint64_t(page_size) * uint64_t(L.scale_bytes);
+  if (in < data_end) {
+    const uint64_t row = in / uint64_t(L.data_bytes), b = in % uint64_t(L.data_bytes);
+    const uint64_t value = L.fp4 ? 2 * b
+                           : b < uint64_t(L.quant_values)
+                               ? b
+                               : uint64_t(L.quant_values) + (b - L.quant_values) / 2;
+    os << "row " << row << ", data byte " << b;
+    if (value < uint64_t(L.quant_values))
+      os << " (tile " << value / uint64_t(L.tile_values) << ")";
+    else
+      os << " (raw bf16 value " << value << ")";
+  } else if (in < scale_end) {
+    const uint64_t row = (in - data_end) / uint64_t(L.scale_bytes);
+    const uint64_t b = (in - data_end) % uint64_t(L.scale_bytes);
+    if (b < uint64_t(L.scales))
+      os << "row " << row << ", scale byte " << b << " (tile " << b << ")";
+    else
+      os << "row " << row << ", pad byte " << b << " of the scale row";
   } else {
-    if (rows.dtype != st::DType::F32 && rows.dtype != st::DType::BF16)
-      throw st::FormatError("case", name, "dtype",
-                            std::string("is ") + st::dtype_name(rows.dtype) +
-                                ", expected F32 or BF16 (the output type)");
-    k.out = &rows;
+    os << "padding byte " << in - scale_end;
   }
-  return k;
+  return os.str();
 }
 
-st::Tensor pool_tensor(const PageCase& k, std::vector<uint8_t> bytes) {
-  return st::Tensor::formatted(page_format_name(k.format), k.pool_shape, std::move(bytes));
+fx::Tensors with_case_metadata(const fx::Case& c) {
+  fx::Tensors in = c.inputs;
+  auto meta = [&](const char* key) -> const std::string* {
+    const auto it = c.metadata.find(key);
+    return it == c.metadata.end() ? nullptr : &it->second;
+  };
+  if (!in.count("layout")) {
+    if (const std::string* name = meta("dsv4.layout")) {
+      KvLayout l{};
+      if (!parse_kv_layout(name->c_str(), &l))
+        throw st::FormatError("compact_pages", "__metadata__", "dsv4.layout",
+                              "'" + *name + "' is not v41, v41_fp4, v4 or v4_fnuz");
+      in["layout"] = st::Tensor::scalar<int32_t>(int32_t(l));
+    }
+  }
+  if (!in.count("page_size")) {
+    if (const std::string* p = meta("dsv4.page_size")) {
+      char* end = nullptr;
+      const long long v = std::strtoll(p->c_str(), &end, 10);
+      if (p->empty() || *end != 0)
+        throw st::FormatError("compact_pages", "__metadata__", "dsv4.page_size",
+                              "'" + *p + "' is not an integer");
+      in["page_size"] = st::Tensor::scalar<int64_t>(int64_t(v));
+    }
+  }
+  // The whole-page form: slot s is row s; the kernel's counter gets a scratch input.
+  if ((in.count("k") || in.count("pages")) && !in.count("slots")) {
+    const st::Tensor& t = in.count("k") ? in.at("k") : in.at("pages");
+    const uint64_t n = in.count("k") ? t.numel() / 512 : 0;
+    if (in.count("k")) {
+      in["slots"] = st::Tensor::of<int64_t>(iota(size_t(n)));
+    } else if (in.count("page_size") && t.shape.size() == 2) {
+      const int64_t p = in.at("page_size").item<int64_t>("in.page_size");
+      in["slots"] =
+          st::Tensor::of<int64_t>(iota(size_t(t.shape[0]) * size_t(std::max<int64_t>(p, 0))));
+    }
+    in["counter"] = st::Tensor::scalar<int64_t>(0);
+  }
+  return in;
 }
 
-Outputs reference(const fx::Case& c) {
-  const PageCase k = read(c);
-  if (k.quantize) {
-    std::vector<uint8_t> pool = k.pool;
-    const ref::Outcome o = ref::quantize(k.format, k.src, k.stride, k.slots, pool, k.rows);
-    return {{"pool", pool_tensor(k, std::move(pool))},
-            {"errors", st::Tensor::scalar<int64_t>(o.rejected)}};
+CompactPagesCase::CompactPagesCase(CompactPagesShape shape) : shape_(shape) {
+  if (shape_.whole_pages) shape_.T = shape_.num_pages * shape_.page_size;
+}
+
+CompactPagesCase::CompactPagesCase(const fx::Tensors& in) {
+  CompactPagesShape& s = shape_;
+  const int32_t l = input(in, "layout").item<int32_t>("in.layout");
+  if (!kv_layout_valid(l))
+    throw st::FormatError("compact_pages", "in.layout", "value",
+                          std::to_string(l) + " is not 0 (v41), 1 (v41_fp4), 2 (v4), 3 (v4_fnuz)");
+  s.layout = KvLayout(l);
+  s.page_size = input(in, "page_size").item<int64_t>("in.page_size");
+  if (s.page_size < 1)
+    throw st::FormatError("compact_pages", "in.page_size", "value",
+                          std::to_string(s.page_size) + " is below 1");
+  const uint64_t pb = uint64_t(page_layout(s.layout).page_bytes(s.page_size));
+  auto pages_of = [&](const char* name) {
+    const st::Tensor& t = input(in, name);
+    t.expect_dtype(st::DType::U8, std::string("in.") + name);
+    if (t.shape.size() != 2 || t.shape[1] != pb)
+      t.throw_shape(std::string("in.") + name, "[num_pages, " + std::to_string(pb) + "]");
+    return int64_t(t.shape[0]);
+  };
+  if (in.count("k") || in.count("pages")) {  // the whole-page form
+    s.whole_pages = true;
+    if (in.count("k")) {
+      const st::Tensor& k = input(in, "k");
+      k.expect_dtype(st::DType::BF16, "in.k");
+      if (k.shape.size() != 3 || k.shape[1] != uint64_t(s.page_size) || k.shape[2] != 512)
+        k.throw_shape("in.k", "[num_pages, " + std::to_string(s.page_size) + ", 512]");
+      s.op = CompactOp::kQuantize;
+      s.num_pages = int64_t(k.shape[0]);
+    } else {
+      s.op = CompactOp::kDequantizeBf16;
+      s.num_pages = pages_of("pages");
+    }
+    s.T = s.num_pages * s.page_size;
+    return;
   }
+  s.num_pages = pages_of("pool");
+  const st::Tensor& slots = input(in, "slots");
+  slots.expect_dtype(st::DType::I64, "in.slots");
+  if (slots.shape.size() != 1) slots.throw_shape("in.slots", "[T]");
+  s.T = int64_t(slots.shape[0]);
+  const bool quant = in.count("src") != 0;
+  const st::Tensor& rows = input(in, quant ? "src" : "out");
+  if (rows.shape.size() != 2 || rows.shape[0] != uint64_t(s.T))
+    rows.throw_shape(quant ? "in.src" : "in.out", "[" + std::to_string(s.T) + ", stride]");
+  s.stride = int64_t(rows.shape[1]);
+  if (quant) {
+    rows.expect_dtype(st::DType::BF16, "in.src");
+    s.op = CompactOp::kQuantize;
+    if (in.count("values_per_lane"))
+      s.values_per_lane = input(in, "values_per_lane").item<int32_t>("in.values_per_lane");
+  } else {
+    s.op = rows.dtype == st::DType::F32 ? CompactOp::kDequantizeF32 : CompactOp::kDequantizeBf16;
+    if (rows.dtype != st::DType::F32) rows.expect_dtype(st::DType::BF16, "in.out");
+  }
+}
+
+fx::Tensors CompactPagesCase::draw(fx::Rng& rng) const {
+  const CompactPagesShape& s = shape_;
+  fx::Tensors in;
+  in["layout"] = st::Tensor::scalar<int32_t>(int32_t(s.layout));
+  in["page_size"] = st::Tensor::scalar<int64_t>(s.page_size);
+  const uint64_t T = uint64_t(s.T), S = uint64_t(stride_or_512(s.stride));
+  const int64_t slots_total = s.num_pages * s.page_size;
+  if (s.whole_pages) {
+    in["slots"] = st::Tensor::of<int64_t>(iota(size_t(T)));
+    in["counter"] = st::Tensor::scalar<int64_t>(0);
+    if (s.op == CompactOp::kQuantize)
+      in["k"] = st::Tensor::of<bf16>({uint64_t(s.num_pages), uint64_t(s.page_size), 512},
+                                     hostile_rows(rng, s.layout, size_t(T), 512));
+    else
+      in["pages"] = pool_tensor(s, draw_pool(rng, s));
+    return in;
+  }
+  if (s.op == CompactOp::kQuantize) {
+    in["src"] = st::Tensor::of<bf16>({T, S}, hostile_rows(rng, s.layout, size_t(T), size_t(S)));
+    in["slots"] = st::Tensor::of<int64_t>(fx::hostile_indices(rng, T, slots_total, s.mix).idx);
+    in["pool"] = pool_tensor(s, std::vector<uint8_t>(size_t(s.num_pages) * page_bytes(s),
+                                                     fx::default_poison(st::DType::U8)));
+    if (s.values_per_lane) in["values_per_lane"] = st::Tensor::scalar<int32_t>(s.values_per_lane);
+  } else {
+    fx::IndexMix mix = s.mix;
+    mix.unique_valid = false;  // a gather may read a slot twice
+    in["pool"] = pool_tensor(s, draw_pool(rng, s));
+    in["slots"] = st::Tensor::of<int64_t>(fx::hostile_indices(rng, T, slots_total, mix).idx);
+    const st::DType dt = s.op == CompactOp::kDequantizeF32 ? st::DType::F32 : st::DType::BF16;
+    in["out"] = fx::filled(dt, {T, S}, fx::default_poison(dt));
+  }
+  return in;
+}
+
+std::vector<fx::OutputSpec> CompactPagesCase::outputs(const fx::Tensors& in) const {
+  const CompactPagesShape& s = shape_;
+  if (s.whole_pages) {
+    if (s.op == CompactOp::kQuantize)
+      return {{.name = "pages",
+               .dtype = st::DType::U8,
+               .shape = {uint64_t(s.num_pages), page_bytes(s)},
+               .init = fx::Init::kZero,
+               .format = kv_layout_name(s.layout)}};
+    return {{.name = "k",
+             .dtype = st::DType::BF16,
+             .shape = {uint64_t(s.num_pages), uint64_t(s.page_size), 512},
+             .init = fx::Init::kPoison}};
+  }
+  const fx::OutputSpec errors{
+      .name = "errors", .dtype = st::DType::I64, .shape = {}, .init = fx::Init::kZero};
+  if (s.op == CompactOp::kQuantize)
+    return {{.name = "pool",
+             .dtype = st::DType::U8,
+             .shape = input(in, "pool").shape,
+             .init = fx::Init::kFromInput,
+             .format = kv_layout_name(s.layout)},
+            errors};
+  const st::Tensor& out = input(in, "out");
+  return {{.name = "out", .dtype = out.dtype, .shape = out.shape, .init = fx::Init::kFromInput},
+          errors};
+}
+
+fx::Tensors CompactPagesCase::reference(const fx::Tensors& in) const {
+  const CompactPagesShape& s = shape_;
+  if (s.whole_pages) {
+    if (s.op == CompactOp::kQuantize) {
+      const auto k = input(in, "k").values<bf16>("in.k");
+      return {{"pages", pool_tensor(s, ref::quantize_pages(s.layout, s.page_size, k))}};
+    }
+    const auto pages = input(in, "pages").values<uint8_t>("in.pages");
+    return {{"k", st::Tensor::of<bf16>({uint64_t(s.num_pages), uint64_t(s.page_size), 512},
+                                       ref::dequantize_pages(s.layout, s.page_size, pages))}};
+  }
+  const auto slots = input(in, "slots").values<int64_t>("in.slots");
+  std::vector<uint8_t> pool = input(in, "pool").values<uint8_t>("in.pool");
+  const size_t np = size_t(s.num_pages), S = size_t(stride_or_512(s.stride));
   ref::Outcome o;
-  st::Tensor out = *k.out;
-  if (out.dtype == st::DType::F32) {
-    std::vector<float> v = out.values<float>("in.out");
-    o = ref::dequantize(k.format, k.pool, k.rows, k.slots, v, k.stride);
-    out = st::Tensor::of<float>(out.shape, v);
+  fx::Tensors out;
+  if (s.op == CompactOp::kQuantize) {
+    const auto src = input(in, "src").values<bf16>("in.src");
+    o = ref::quantize(s.layout, s.page_size, src, S, slots, pool, np);
+    out["pool"] = pool_tensor(s, std::move(pool));
+  } else if (s.op == CompactOp::kDequantizeF32) {
+    std::vector<float> v = input(in, "out").values<float>("in.out");
+    o = ref::dequantize(s.layout, s.page_size, pool, np, slots, v, S);
+    out["out"] = st::Tensor::of<float>(input(in, "out").shape, v);
   } else {
-    std::vector<bf16> v = out.values<bf16>("in.out");
-    o = ref::dequantize(k.format, k.pool, k.rows, k.slots, v, k.stride);
-    out = st::Tensor::of<bf16>(out.shape, v);
+    std::vector<bf16> v = input(in, "out").values<bf16>("in.out");
+    o = ref::dequantize(s.layout, s.page_size, pool, np, slots, v, S);
+    out["out"] = st::Tensor::of<bf16>(input(in, "out").shape, v);
   }
-  return {{"out", out}, {"errors", st::Tensor::scalar<int64_t>(o.rejected)}};
+  out["errors"] = st::Tensor::scalar<int64_t>(o.rejected);
+  return out;
 }
 
-template <class T>
-st::Tensor dequantize_on_device(const PageCase& k, const fx::DeviceBuffer<uint8_t>& pool,
-                                const fx::DeviceBuffer<int64_t>& slots,
-                                fx::DeviceBuffer<int64_t>& errors, DeviceRun& run, gpu::Stream s) {
-  fx::DeviceBuffer<T> out(k.out->values<T>("in.out"), "out");
-  kern::dequantize(k.format, pool.data(), int64_t(k.rows), slots.data(), int64_t(k.T), out.data(),
-                   int64_t(k.stride), errors.data(), s);
-  st::Tensor t = st::Tensor::of<T>(k.out->shape, out.download(s));
-  gpu::synchronize(s);
-  if (auto g = out.guards_intact(); !g) run.failures.push_back(g.message());
-  return t;
-}
-
-DeviceRun device(const fx::Case& c) {
-  const PageCase k = read(c);
-  if (k.quantize && k.lanes_per_block != 0 && !kern::lanes_supported(k.format, k.lanes_per_block))
-    throw st::FormatError("case", "in.lanes_per_block", "value",
-                          std::to_string(k.lanes_per_block) +
-                              " lanes per block is not supported "
-                              "for " +
-                              page_format_name(k.format));
-  gpu::StreamHandle s;
-  fx::DeviceBuffer<uint8_t> pool(k.pool, "pool");
-  fx::DeviceBuffer<int64_t> slots(k.slots, "in.slots");
-  fx::DeviceBuffer<int64_t> errors(std::vector<int64_t>{0}, "errors");
-  DeviceRun run;
-  if (k.quantize) {
-    fx::DeviceBuffer<bf16> src(k.src, "in.src");
-    kern::Options opt;
-    opt.lanes_per_block = k.lanes_per_block;
-    kern::quantize(k.format, src.data(), int64_t(k.stride), slots.data(), int64_t(k.T), pool.data(),
-                   int64_t(k.rows), errors.data(), s, opt);
-    run.outputs["pool"] = pool_tensor(k, pool.download(s));
-    gpu::synchronize(s);
-    if (auto g = src.guards_intact(); !g) run.failures.push_back(g.message());
+void CompactPagesCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
+  const CompactPagesShape& c = shape_;
+  const bool whole = c.whole_pages;
+  const int64_t* slots = d.ptr<int64_t>("slots");
+  int64_t* errors = d.ptr<int64_t>(whole ? "counter" : "errors");
+  if (c.op == CompactOp::kQuantize) {
+    kern::quantize(c.layout, c.page_size, d.ptr<bf16>(whole ? "k" : "src"), c.stride, slots, c.T,
+                   d.ptr<uint8_t>(whole ? "pages" : "pool"), c.num_pages, errors, s,
+                   {.values_per_lane = c.values_per_lane});
+  } else if (c.op == CompactOp::kDequantizeF32) {
+    kern::dequantize(c.layout, c.page_size, d.ptr<uint8_t>("pool"), c.num_pages, slots, c.T,
+                     d.ptr<float>("out"), c.stride, errors, s);
   } else {
-    run.outputs["out"] = k.out->dtype == st::DType::F32
-                             ? dequantize_on_device<float>(k, pool, slots, errors, run, s)
-                             : dequantize_on_device<bf16>(k, pool, slots, errors, run, s);
-  }
-  run.outputs["errors"] = st::Tensor::scalar<int64_t>(kernels::read_errors(errors.data(), s));
-  gpu::check_last_error("compact_pages replay");
-  if (auto g = pool.guards_intact(); !g) run.failures.push_back(g.message());
-  if (auto g = slots.guards_intact(); !g) run.failures.push_back(g.message());
-  return run;
-}
-
-// Every output is bitwise: quantisation is exact rounding of exact quotients, dequantisation is
-// exact in fp32 (bf16 output rounds that value once).
-::testing::AssertionResult compare(const std::string& output, const st::Tensor& got,
-                                   const st::Tensor& want, const fx::Case&) {
-  if (got.shape != want.shape || got.dtype != want.dtype)
-    return ::testing::AssertionFailure()
-           << output << ": " << st::dtype_name(got.dtype) << got.shape_str() << " under test, "
-           << st::dtype_name(want.dtype) << want.shape_str() << " expected";
-  fx::Options opt;
-  opt.name = output;
-  std::vector<size_t> dims(got.shape.begin(), got.shape.end());
-  const fx::Shape shape(dims);
-  const std::string g = "got." + output, w = "want." + output;
-  switch (got.dtype) {
-    case st::DType::U8:
-      return fx::bitwise_equal(got.values<uint8_t>(g), want.values<uint8_t>(w), shape, opt);
-    case st::DType::F32:
-      return fx::bitwise_equal(got.values<float>(g), want.values<float>(w), shape, opt);
-    case st::DType::BF16:
-      return fx::bitwise_equal(got.values<bf16>(g), want.values<bf16>(w), shape, opt);
-    case st::DType::I64:
-      return fx::bitwise_equal(got.values<int64_t>(g), want.values<int64_t>(w), fx::Shape{}, opt);
-    default:
-      throw st::FormatError(
-          "case", g, "dtype",
-          std::string("compact_pages has no ") + st::dtype_name(got.dtype) + " output");
+    kern::dequantize(c.layout, c.page_size, d.ptr<uint8_t>(whole ? "pages" : "pool"), c.num_pages,
+                     slots, c.T, d.ptr<bf16>(whole ? "k" : "out"), c.stride, errors, s);
   }
 }
 
-Family make() {
-  Family f;
-  f.name = "compact_pages";
-  f.summary =
-      "in.pool U8[R, 528 | 288] (mxfp8_528 | nvfp4_288 page rows, the pool before), in.slots "
-      "I64[T]; quantise when in.src BF16[T, S>=512] is given (optional in.lanes_per_block I32) -> "
-      "pool U8[R, bytes], errors I64; else dequantise into in.out F32|BF16[T, S>=512] (the "
-      "buffer before) -> out, errors I64. Bitwise";
-  f.reference = reference;
-  f.device = device;
-  f.compare = compare;
+::testing::AssertionResult CompactPagesCase::compare(const fx::OutputSpec& spec,
+                                                     const st::Tensor& got, const st::Tensor& want,
+                                                     const fx::Tensors& in) const {
+  ::testing::AssertionResult r = fx::KernelCase::compare(spec, got, want, in);
+  if (r || got.data.size() != want.data.size()) return r;
+  const CompactPagesShape& s = shape_;
+  if (spec.name == "pool" || spec.name == "pages") {
+    const size_t i = first_difference(got.data, want.data, 1);
+    if (i != std::string::npos)
+      r << "\nfirst differing byte " << i << ": " << describe_pool_byte(s.layout, s.page_size, i)
+        << ", got " << hex_byte(got.data[i]) << " want " << hex_byte(want.data[i]);
+  } else if (spec.name == "out" || spec.name == "k") {
+    const size_t elem = got.dtype == st::DType::F32 ? 4 : 2;
+    const size_t i = first_difference(got.data, want.data, elem);
+    const size_t row_len = size_t(got.shape.back());  // 512, or the out stride
+    if (i != std::string::npos) {
+      const size_t t = i / row_len, v = i % row_len;
+      int64_t slot = int64_t(t);
+      if (in.count("slots")) slot = input(in, "slots").values<int64_t>("in.slots")[t];
+      r << "\nfirst differing value: row " << t << " (slot " << slot;
+      if (slot >= 0) r << ": page " << slot / s.page_size << ", row " << slot % s.page_size;
+      r << "), value " << v;
+      if (v < size_t(page_layout(s.layout).quant_values))
+        r << " (tile " << v / size_t(page_layout(s.layout).tile_values) << ")";
+    }
+  }
+  return r;
+}
+
+}  // namespace dsv4::cases
+
+namespace {
+
+// The family: the kernel case, with a case file's __metadata__ (dsv4.layout, dsv4.page_size)
+// read as inputs, and the whole-page form's implicit slots (and error counter) supplied.
+::dsv4::replay::Family compact_pages_family() {
+  using ::dsv4::fx::Case;
+  auto f = ::dsv4::replay::kernel_case_family(
+      "compact_pages",
+      "in.layout I32 (0 v41, 1 v41_fp4, 2 v4, 3 v4_fnuz) and in.page_size I64, or __metadata__ "
+      "dsv4.layout / dsv4.page_size; quantise: in.src BF16[T, S], in.slots I64[T], in.pool "
+      "U8[num_pages, page_bytes] (before), optional in.values_per_lane I32 -> pool, errors I64; "
+      "or in.k BF16[num_pages, P, 512] -> pages U8[num_pages, page_bytes]; dequantise: in.pool, "
+      "in.slots, in.out BF16|F32[T, S] (before) -> out, errors; or in.pages -> k BF16[num_pages, "
+      "P, 512]. Bitwise; a page mismatch names page, row, data or scale byte and tile",
+      [](const ::dsv4::fx::Tensors& in) -> std::unique_ptr<::dsv4::fx::KernelCase> {
+        return std::make_unique<::dsv4::cases::CompactPagesCase>(in);
+      });
+  auto with_meta = [](const Case& c) {
+    Case d = c;
+    d.inputs = ::dsv4::cases::with_case_metadata(c);
+    return d;
+  };
+  f.reference = [inner = f.reference, with_meta](const Case& c) { return inner(with_meta(c)); };
+  if (f.device)
+    f.device = [inner = f.device, with_meta](const Case& c) { return inner(with_meta(c)); };
+  f.compare = [inner = f.compare, with_meta](const std::string& o, const ::dsv4::fx::st::Tensor& g,
+                                             const ::dsv4::fx::st::Tensor& w, const Case& c) {
+    return inner(o, g, w, with_meta(c));
+  };
   return f;
 }
 
 }  // namespace
-}  // namespace dsv4::replay
 
-DSV4_REPLAY_FAMILY(::dsv4::replay::make())
+DSV4_REPLAY_FAMILY(compact_pages_family())

@@ -22,10 +22,6 @@ namespace dsv4::kv {
 inline constexpr uint32_t kNaN32 = 0x7fc00000u;
 inline constexpr uint32_t kInfBits = 0x7f80u;  // bf16 magnitude bits of infinity
 
-DSV4_HD uint32_t canonical_nan(uint32_t f32) {
-  return (f32 & 0x7fffffffu) > 0x7f800000u ? kNaN32 : f32;
-}
-
 // ---- v41: 32 e4m3fn values per ue8m0 scale (SGLang's quantize_k_cache_v41) -------------------
 // scale = 2^ceil(log2(max(amax / 448, 1e-4))), exact on the IEEE bits: the fp32 1e-4 lies in
 // (2^-14, 2^-13], so the exponent never goes below -13 (byte 114). amax / 448 never rounds onto a
@@ -42,7 +38,7 @@ enum TileKind : uint8_t { kFinite = 0, kInfTile = 1, kNaNTile = 2 };
 struct V41Tile {
   uint8_t sc;     // ue8m0 scale byte
   uint8_t kind;   // TileKind
-  uint32_t bias;  // mxfp8::encode_bias(sc)
+  uint32_t bias;  // mxfp8::encode_bias(sc); never taken by a NaN or inf tile
 };
 
 DSV4_HD V41Tile v41_tile(const minifloat::Bf16Amax& m) {
@@ -54,32 +50,43 @@ DSV4_HD V41Tile v41_tile(const minifloat::Bf16Amax& m) {
     const int e = mxfp8::scale_exponent(minifloat::bf16_amax_value(m));
     t.sc = ue8m0_from_exp(e < kV41FloorExp ? kV41FloorExp : e);
   }
-  t.bias = mxfp8::encode_bias(t.sc);
+  t.bias = t.kind == kFinite ? mxfp8::encode_bias(t.sc) : 0x80000000u;
   return t;
 }
 
-// The e4m3fn code of bf16 h (bit pattern) in a tile.
-DSV4_HD uint8_t v41_encode(uint16_t h, const V41Tile& t) {
-  if (t.kind == kFinite) return mxfp8::encode(h, t.sc, t.bias);
-  if (t.kind == kNaNTile || (h & 0x7fffu) >= kInfBits) return kE4m3NaN;
+// Everything but the short path: the exact core in finite tiles, x / NaN and x / inf otherwise.
+// (Inline, calling the out-of-line exact core: nested out-of-line calls need a stack frame.)
+DSV4_HD uint8_t v41_encode_slow(uint16_t h, uint8_t sc, uint8_t kind) {
+  if (kind == kFinite) return mxfp8::encode_exact(h, sc);
+  if (kind == kNaNTile || (h & 0x7fffu) >= kInfBits) return kE4m3NaN;
   return uint8_t((h >> 8) & 0x80u);
+}
+
+// The e4m3fn code of bf16 h (bit pattern) in a tile: mxfp8's short path (a normal quotient below
+// 464) inline, the rest out of line.
+DSV4_HD uint8_t v41_encode(uint16_t h, const V41Tile& t) {
+  const uint32_t v = (h & 0x7fffu) - t.bias;
+  if (v - 0x80u <= 0x768u)
+    return uint8_t(((uint32_t(h) >> 8) & 0x80u) | ((v + 7u + ((v >> 4) & 1u)) >> 4));
+  return v41_encode_slow(h, t.sc, t.kind);
 }
 
 // Reader: e4m3fn(c) * 2^(sc-127) exactly in fp32 (0x00 is 2^-127, 0xff NaN); a product past fp32
 // is inf.
-DSV4_HD uint32_t v41_decode_bits(uint8_t c, uint8_t sc) {
-  return canonical_nan(mxfp8::decode_bits(c, sc));
-}
+DSV4_HD uint32_t v41_decode_bits(uint8_t c, uint8_t sc) { return mxfp8::decode_bits(c, sc); }
 
 // ---- v41_fp4: 16 e2m1 values per e4m3fn scale (SGLang's quantize_k_cache_v41_fp4) -------------
-// amax counts NaN as inf. scale = e4m3fn(clamp(amax / 6, 2^-9, 448)), round to nearest even of
-// the exact quotient (the fp32 product amax * fp32(1/6) = (amax/6)(1 + 2^-25) never crosses an
-// e4m3 rounding boundary), so the scale byte is in [0x01, 0x7e] and never zero; an infinite amax
-// gives the NaN scale 0x7f. Codes are e2m1(x / scale): round to nearest even, saturating at 6,
-// the sign kept on zero (-0 and small negatives give 0x8); a NaN scale gives code 0 everywhere.
+// amax = max of nan_to_num(|x|, nan=inf): torch.nan_to_num also turns +inf into the fp32 maximum
+// (its posinf default), so only a NaN makes amax infinite. scale = e4m3fn(clamp(amax / 6, 2^-9,
+// 448)), round to nearest even of the exact quotient (the fp32 product amax * fp32(1/6) =
+// (amax/6)(1 + 2^-25) never crosses an e4m3 rounding boundary), so the scale byte is in [0x01,
+// 0x7e] and never zero; a tile holding a NaN gets the NaN scale 0x7f, and one holding +-inf but no
+// NaN the scale 448 (0x7e). Codes are e2m1(x / scale): round to nearest even, saturating at 6
+// (+-inf gives +-6), the sign kept on zero (-0 and small negatives give 0x8); a NaN scale gives
+// code 0 everywhere.
 DSV4_HD uint8_t fp4_scale(const minifloat::Bf16Amax& m) {
-  if (m.nan || m.bits >= kInfBits) return kE4m3NaN;
-  const uint8_t c = nvfp4::scale_code_bf16(m.bits);
+  if (m.nan) return kE4m3NaN;
+  const uint8_t c = nvfp4::scale_code_bf16(m.bits >= kInfBits ? 0x7f7fu : m.bits);
   return c == 0 ? uint8_t(1) : c;
 }
 
@@ -129,37 +136,36 @@ DSV4_HD V4Tile v4_tile(const minifloat::Bf16Amax& m, Fp8Flavour f) {
   t.kind = m.bits >= kInfBits ? kInfTile : kFinite;
   t.e = t.kind == kFinite ? v4_scale_exponent(m.bits << 16, f) : 0;
   t.sc = t.kind == kFinite ? uint8_t(t.e + 127) : kV4InfTileScale;
-  if (f == Fp8Flavour::kE4m3fn) {
-    t.bias = mxfp8::encode_bias(t.sc);
-  } else {
-    // v = |h| - bias = (E << 7) | f with E the e4m3fnuz biased exponent of x / 2^e (= bf16
-    // exponent - e - 119). Valid while every v of the short path is a normal bf16 below inf.
-    const int b = t.e + 119;
-    t.bias = b >= 0 && b <= 238 ? uint32_t(b) << 7 : 0x80000000u;
-  }
+  // v = |h| - bias = (E << 7) | f, E the biased fp8 exponent of x / 2^e (bf16 exponent - e - 120
+  // for e4m3fn, - 119 for e4m3fnuz): valid while every v of the short path is a normal bf16 below
+  // inf; an inf tile never takes it.
+  const int b = t.e + (f == Fp8Flavour::kE4m3fnuz ? 119 : 120);
+  t.bias = t.kind == kFinite && b >= 0 && b <= 238 ? uint32_t(b) << 7 : 0x80000000u;
   return t;
 }
 
-// e4m3fnuz code of bf16 h / 2^e through the exact core (h finite).
-DSV4_FMT_NOINLINE DSV4_HD uint8_t v4_fnuz_encode_exact(uint16_t h, int e) {
+// Everything but the short path: NaN gives -M, an inf tile +-0 (e4m3fnuz: 0) and -M for +-inf,
+// the rest the exact core.
+// (Scalars, not the tile: an out-of-line call taking a reference would put the tile in memory.)
+DSV4_FMT_NOINLINE DSV4_HD uint8_t v4_encode_slow(uint16_t h, int e, uint8_t kind, Fp8Flavour f) {
   const uint32_t a = h & 0x7fffu;
+  const bool fnuz = f == Fp8Flavour::kE4m3fnuz;
+  if (a > kInfBits || (kind == kInfTile && a == kInfBits)) return v4_neg_max(f);
+  if (kind == kInfTile) return fnuz ? 0 : uint8_t((h >> 8) & 0x80u);
   const uint32_t sig = a < 0x80u ? a : (0x80u | (a & 0x7fu));
-  const int exp = a < 0x80u ? -133 : int(a >> 7) - 134;
-  return e4m3fnuz_signed(uint32_t(h) >> 15, e4m3fnuz_round(sig, exp - e));
+  const int exp = (a < 0x80u ? -133 : int(a >> 7) - 134) - e;
+  if (fnuz) return e4m3fnuz_signed(uint32_t(h) >> 15, e4m3fnuz_round(sig, exp));
+  return uint8_t(((uint32_t(h) >> 8) & 0x80u) | e4m3_round(sig, exp));
 }
 
-// The fp8 code of bf16 h (bit pattern) in a tile.
+// The fp8 code of bf16 h (bit pattern) in a tile. Short path: a normal quotient (v in [0x80,
+// 0x7f7] for e4m3fnuz, below 464 for e4m3fn), its 7 fraction bits rounded to 3, nearest even (a
+// carry moves into the exponent).
 DSV4_HD uint8_t v4_encode(uint16_t h, const V4Tile& t) {
-  const uint32_t a = h & 0x7fffu;
-  if (a > kInfBits || (t.kind == kInfTile && a == kInfBits)) return v4_neg_max(t.fp8);
-  if (t.kind == kInfTile) return t.fp8 == Fp8Flavour::kE4m3fnuz ? 0 : uint8_t((h >> 8) & 0x80u);
-  if (t.fp8 == Fp8Flavour::kE4m3fn) return mxfp8::encode(h, t.sc, t.bias);
-  // Short path: a normal quotient below 248 (v in [0x80, 0x7f7]), its 7 fraction bits rounded
-  // to 3, nearest even (a carry moves into the exponent).
-  const uint32_t v = a - t.bias;
-  if (v - 0x80u <= 0x777u)
+  const uint32_t v = (h & 0x7fffu) - t.bias;
+  if (v - 0x80u <= (t.fp8 == Fp8Flavour::kE4m3fnuz ? 0x777u : 0x768u))
     return uint8_t(((uint32_t(h) >> 8) & 0x80u) | ((v + 7u + ((v >> 4) & 1u)) >> 4));
-  return v4_fnuz_encode_exact(h, t.e);
+  return v4_encode_slow(h, t.e, t.kind, t.fp8);
 }
 
 // Reader (SGLang's V4 dequantize, a Triton kernel): fp8(c) * exp2(sc - 127) in fp32, so 0x00 is
@@ -182,6 +188,42 @@ DSV4_HD uint32_t v4_decode_bits(uint8_t c, uint8_t sc, Fp8Flavour f) {
   if (sc >= rebias && sc <= 239u + rebias && mag - 8u <= (fnuz ? 0x77u : 0x76u))
     return (uint32_t(c & 0x80u) << 24) | ((mag << 20) + ((uint32_t(sc) - rebias) << 23));
   return v4_decode_exact(c, sc, f);
+}
+
+// Four codes under one scale (byte k is code k): out[k] = v4_decode_bits(code k). Short path when
+// the scale keeps every product an fp32 normal and all four codes are normal (e4m3fn NaN
+// excluded): each code's exponent and fraction move into fp32's fields.
+DSV4_HD bool v4_four_normal(uint32_t codes, Fp8Flavour f) {
+  const bool normal = (((codes & 0x78787878u) + 0x78787878u) & 0x80808080u) == 0x80808080u;
+  if (f == Fp8Flavour::kE4m3fnuz) return normal;  // 0x80, the NaN, has exponent 0
+  return normal && (((codes & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) == 0;
+}
+
+DSV4_HD bool v4_short_scale(uint8_t sc, Fp8Flavour f) {
+  const uint32_t r = f == Fp8Flavour::kE4m3fnuz ? 8u : 7u;
+  return sc >= r && sc <= 239u + r;
+}
+
+DSV4_HD void v4_decode4_bits(uint32_t codes, uint8_t sc, Fp8Flavour f, uint32_t* out) {
+  const uint32_t rebias = f == Fp8Flavour::kE4m3fnuz ? 8u : 7u;
+  if (v4_short_scale(sc, f) && v4_four_normal(codes, f))
+    return mxfp8::move4_bits(codes, sc - rebias, out);
+  DSV4_FMT_UNROLL
+  for (int k = 0; k < 4; ++k) out[k] = v4_decode_exact(uint8_t(codes >> (8 * k)), sc, f);
+}
+
+// The same as bf16 pairs: out[j] holds values 2j (low half) and 2j+1, each the fp32 value rounded
+// once to bf16 (on the short path the value has 4 significant bits: its bf16 is its top half).
+DSV4_HD void v4_decode4_bf16(uint32_t codes, uint8_t sc, Fp8Flavour f, uint32_t* out) {
+  const uint32_t rebias = f == Fp8Flavour::kE4m3fnuz ? 8u : 7u;
+  if (v4_short_scale(sc, f) && v4_four_normal(codes, f))
+    return mxfp8::move4_bf16(codes, sc - rebias, out);
+  auto bf = [&](int k) {
+    return uint32_t(
+        f32_to_bf16(f32_from_bits(v4_decode_exact(uint8_t(codes >> (8 * k)), sc, f))).bits);
+  };
+  out[0] = bf(0) | bf(1) << 16;
+  out[1] = bf(2) | bf(3) << 16;
 }
 
 }  // namespace dsv4::kv

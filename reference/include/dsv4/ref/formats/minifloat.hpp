@@ -34,6 +34,20 @@ DSV4_HD int msb_index(uint32_t v) {
   return r;
 }
 
+// Byte k of the result is byte (s >> 4k) & 7 of the 8 bytes y:x (CUDA's __byte_perm, one PRMT, for
+// selectors without the sign-replicate bit). Elsewhere shifts (HIP's __byte_perm indexes a byte
+// array, which the compiler keeps in LDS).
+DSV4_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, s);
+#else
+  const uint64_t xy = (uint64_t(y) << 32) | x;
+  uint32_t r = 0;
+  for (int k = 0; k < 4; ++k) r |= uint32_t((xy >> (8 * ((s >> (4 * k)) & 7u))) & 0xffu) << (8 * k);
+  return r;
+#endif
+}
+
 // |x| = sig * 2^exp for a finite fp32 x (sig < 2^24; sig = 0 for zero); sign is 0 or 1.
 struct Parts {
   uint32_t sign;

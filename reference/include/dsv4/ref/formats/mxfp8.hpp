@@ -92,11 +92,10 @@ DSV4_HD uint8_t quantize_block(const uint16_t* x, uint8_t* q) {
 
 // The value of e4m3 code c under scale code sc, as fp32 bits: exact, except that a product past the
 // fp32 range is infinity and one below it rounds into the fp32 subnormals (to nearest even). A NaN
-// code gives 0x7fc00000 with the code's sign; a NaN scale (0xff) gives 0x7fc00000. Integer
-// arithmetic only, so no flush-to-zero mode changes it.
+// code or a NaN scale (0xff) gives the quiet NaN 0x7fc00000 (as a GPU's arithmetic gives it).
+// Integer arithmetic only, so no flush-to-zero mode changes it.
 DSV4_FMT_NOINLINE DSV4_HD uint32_t decode_exact(uint8_t c, uint8_t sc) {
-  if (sc == kUe8m0NaN) return 0x7fc00000u;
-  if (e4m3_is_nan(c)) return 0x7fc00000u | (uint32_t(c >> 7) << 31);
+  if (sc == kUe8m0NaN || e4m3_is_nan(c)) return 0x7fc00000u;
   const minifloat::Parts p = e4m3_parts(c);
   return f32_bits(minifloat::pack_f32(p.sign, p.sig, p.exp + int(sc) - 127));
 }
@@ -124,19 +123,34 @@ DSV4_HD bool four_normal_codes(uint32_t codes) {
   return normal && !nan;
 }
 
+// The short paths of the word-at-a-time readers: four normal fp8 codes (byte k is code k, 3
+// fraction bits) with their exponent and fraction fields moved into fp32's (out[k]) or bf16's
+// (out[j]: values 2j and 2j+1), plus `rebias` = (scale code - the format's bias) in the exponent
+// field. The caller ensures every result is a normal.
+DSV4_HD void move4_bits(uint32_t codes, uint32_t rebias, uint32_t* out) {
+  DSV4_FMT_UNROLL
+  for (int k = 0; k < 4; ++k) {
+    // Code k moved to the top byte, then an arithmetic shift by 4: the sign lands in bit 31 (and
+    // copies of it in bits 27..30, masked off), exponent and fraction in bits 20..26.
+    const int32_t top = int32_t(codes << (24 - 8 * k));
+    out[k] = (uint32_t(top >> 4) & 0x87f00000u) + (rebias << 23);
+  }
+}
+
+DSV4_HD void move4_bf16(uint32_t codes, uint32_t rebias, uint32_t* out) {
+  const uint32_t bias = (rebias << 7) * 0x00010001u;
+  DSV4_FMT_UNROLL
+  for (int j = 0; j < 2; ++j) {
+    const uint32_t c2 = (codes >> (16 * j)) & 0xffffu;  // codes 2j and 2j+1
+    const uint32_t x =
+        ((c2 & 0xffu) << 8) | ((c2 & 0xff00u) << 16);  // each at bits 8..15 of a half
+    out[j] = (x & 0x80008000u) | (((x >> 4) & 0x07f007f0u) + bias);
+  }
+}
+
 // Four codes (byte k is code k) under one scale: out[k] = decode_bits(code k, sc).
 DSV4_HD void decode4_bits(uint32_t codes, uint8_t sc, uint32_t* out) {
-  if (decode_short_scale(sc) && four_normal_codes(codes)) {
-    const uint32_t bias = uint32_t(sc - 7) << 23;
-    DSV4_FMT_UNROLL
-    for (int k = 0; k < 4; ++k) {
-      // Code k moved to the top byte, then an arithmetic shift by 4: the sign lands in bit 31 (and
-      // copies of it in bits 27..30, masked off), exponent and fraction in bits 20..26.
-      const int32_t top = int32_t(codes << (24 - 8 * k));
-      out[k] = (uint32_t(top >> 4) & 0x87f00000u) + bias;
-    }
-    return;
-  }
+  if (decode_short_scale(sc) && four_normal_codes(codes)) return move4_bits(codes, sc - 7u, out);
   DSV4_FMT_UNROLL
   for (int k = 0; k < 4; ++k) out[k] = decode_bits(uint8_t(codes >> (8 * k)), sc);
 }
@@ -145,17 +159,7 @@ DSV4_HD void decode4_bits(uint32_t codes, uint8_t sc, uint32_t* out) {
 // decode_bf16(code, sc). On the short path the fp32 value has 4 significant bits, so its bf16 is
 // its top half: sign, then exponent and fraction shifted into place, for two values at once.
 DSV4_HD void decode4_bf16(uint32_t codes, uint8_t sc, uint32_t* out) {
-  if (decode_short_scale(sc) && four_normal_codes(codes)) {
-    const uint32_t bias = (uint32_t(sc - 7) << 7) * 0x00010001u;
-    DSV4_FMT_UNROLL
-    for (int j = 0; j < 2; ++j) {
-      const uint32_t c2 = (codes >> (16 * j)) & 0xffffu;  // codes 2j and 2j+1
-      const uint32_t x =
-          ((c2 & 0xffu) << 8) | ((c2 & 0xff00u) << 16);  // each at bits 8..15 of a half
-      out[j] = (x & 0x80008000u) | (((x >> 4) & 0x07f007f0u) + bias);
-    }
-    return;
-  }
+  if (decode_short_scale(sc) && four_normal_codes(codes)) return move4_bf16(codes, sc - 7u, out);
   DSV4_FMT_UNROLL
   for (int j = 0; j < 2; ++j)
     out[j] = uint32_t(decode_bf16(uint8_t(codes >> (16 * j)), sc).bits) |

@@ -210,4 +210,43 @@ DSV4_HD bf16 decode_bf16(uint8_t nibble, uint8_t sc) {
   return bf16{uint16_t(decode_bits(nibble, sc) >> 16)};
 }
 
+// Eight nibbles at once as bf16, through a table: the bf16 of magnitude code i times the scale
+// (with the scale's sign) for i = 0..7, split into its low bytes (lo0: codes 0..3, lo1: 4..7) and
+// high bytes, so that byte_perm picks four values' bytes with one selector of four magnitudes.
+// Each nibble's sign bit then flips its value's sign (the product's sign is the xor). A NaN scale
+// gives 0x7fc0 everywhere (sign_mask 0). Equal to decode_bf16 value by value.
+struct PairTable {
+  uint32_t lo0, lo1, hi0, hi1;
+  uint32_t sign_mask;  // 0x80008000, or 0 under a NaN scale
+};
+
+DSV4_HD PairTable pair_table(uint8_t sc) {
+  const Decoder d = decoder(sc);
+  uint32_t lo0 = 0, lo1 = 0, hi0 = 0, hi1 = 0;  // scalars: no array or reference to keep in memory
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t a = d.nan ? 0x7fc0u : decode_bits_number(uint8_t(i), d) >> 16;
+    const uint32_t b = d.nan ? 0x7fc0u : decode_bits_number(uint8_t(i + 4), d) >> 16;
+    lo0 |= (a & 0xffu) << (8 * i), hi0 |= (a >> 8) << (8 * i);
+    lo1 |= (b & 0xffu) << (8 * i), hi1 |= (b >> 8) << (8 * i);
+  }
+  return PairTable{lo0, lo1, hi0, hi1, d.nan ? 0u : 0x80008000u};
+}
+
+// Nibbles k = 0..7 of `nibbles` (value k) -> out[j] holds values 2j (low half) and 2j+1.
+DSV4_HD void decode8_bf16(uint32_t nibbles, const PairTable& t, uint32_t* out) {
+  const uint32_t mags = nibbles & 0x77777777u;
+  DSV4_FMT_UNROLL
+  for (int h = 0; h < 2; ++h) {
+    const uint32_t sel = (mags >> (16 * h)) & 0xffffu;
+    const uint32_t lo = minifloat::byte_perm(t.lo0, t.lo1, sel);
+    const uint32_t hi = minifloat::byte_perm(t.hi0, t.hi1, sel);
+    const uint32_t sg = (nibbles >> (16 * h)) & 0x8888u;
+    const uint32_t s0 = ((sg & 0x8u) << 12) | ((sg & 0x80u) << 24);
+    const uint32_t s1 = ((sg & 0x800u) << 4) | ((sg & 0x8000u) << 16);
+    out[2 * h] = minifloat::byte_perm(lo, hi, 0x5140u) ^ (s0 & t.sign_mask);
+    out[2 * h + 1] = minifloat::byte_perm(lo, hi, 0x7362u) ^ (s1 & t.sign_mask);
+  }
+}
+
 }  // namespace dsv4::nvfp4

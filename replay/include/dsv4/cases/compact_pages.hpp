@@ -1,0 +1,80 @@
+// The compact_pages kernel case: case layout, draw, reference, launch and comparator of the
+// quantise (bf16 rows -> SGLang's paged layouts) and dequantise (slots -> bf16 / fp32 rows)
+// kernels, shared by the GPU test, dsv4-replay and the bench.
+#pragma once
+
+// Case layout. Every case has in.layout I32 (KvLayout: 0 v41, 1 v41_fp4, 2 v4, 3 v4_fnuz) and
+// in.page_size I64; a case file may give them instead as __metadata__ dsv4.layout (the layout's
+// name) and dsv4.page_size, as a PyTorch-written file does.
+//   Quantise, slots:  in.src BF16 [T, S], in.slots I64 [T], in.pool U8 [num_pages, page_bytes]
+//                     (the pool before), optional in.values_per_lane I32 -> pool (in place),
+//                     errors I64 (rejected rows).
+//   Quantise, pages:  in.k BF16 [num_pages, P, 512] -> pages U8 [num_pages, page_bytes] from
+//                     zeroed pages, slot s = row s of k (SGLang's torch references' form).
+//   Dequantise, slots: in.pool U8 [num_pages, page_bytes], in.slots I64 [T], in.out BF16 or F32
+//                     [T, S] (the output before) -> out (in place), errors I64.
+//   Dequantise, pages: in.pages U8 [num_pages, page_bytes] -> k BF16 [num_pages, P, 512].
+// Every output is compared bit for bit; a page mismatch names its first differing byte as page,
+// row, data or scale byte and tile (or padding).
+
+#include <cstdint>
+#include <string>
+
+#include "dsv4/fixtures/generators.hpp"
+#include "dsv4/fixtures/kernel_case.hpp"
+#include "dsv4/ref/formats/page_layout.hpp"
+
+namespace dsv4::cases {
+
+namespace st = fx::st;
+
+enum class CompactOp { kQuantize, kDequantizeBf16, kDequantizeF32 };
+
+struct CompactPagesShape {
+  CompactOp op = CompactOp::kQuantize;
+  KvLayout layout = KvLayout::kV41;
+  int64_t page_size = 64;
+  int64_t T = 0;  // rows (slot form); whole-page form: num_pages * page_size
+  int64_t num_pages = 1;
+  int64_t stride = 0;        // src_stride (quantise) or out_stride (dequantise); 0: 512
+  int values_per_lane = 0;   // quantise kernel; 0: the layout's default
+  bool whole_pages = false;  // the pages form (no slots, no counter)
+  fx::IndexMix mix{};        // how slots are drawn (hostile values mixed in)
+  std::string str() const;   // "quantize v41 P=64 T=100 pages=3 V=16"
+};
+
+class CompactPagesCase : public fx::KernelCase {
+ public:
+  explicit CompactPagesCase(CompactPagesShape shape);
+  // From a case file's inputs (checked; throws st::FormatError or std::invalid_argument).
+  explicit CompactPagesCase(const fx::Tensors& in);
+  const CompactPagesShape& shape() const { return shape_; }
+
+  std::string family() const override { return "compact_pages"; }
+  std::string name() const override { return shape_.str(); }
+  fx::Tensors draw(fx::Rng& rng) const override;
+  std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
+  fx::Tensors reference(const fx::Tensors& in) const override;
+  void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
+  ::testing::AssertionResult compare(const fx::OutputSpec& spec, const st::Tensor& got,
+                                     const st::Tensor& want, const fx::Tensors& in) const override;
+
+ private:
+  CompactPagesShape shape_;
+};
+
+// Where byte `offset` of a pool lies: "page 2, row 5, data byte 40 (tile 1)", "page 0, row 3,
+// scale byte 7 (tile 7)", "page 1, v4 pad byte of row 4", "page 1, padding byte 12".
+std::string describe_pool_byte(KvLayout l, int64_t page_size, uint64_t offset);
+
+// The case's inputs with in.layout / in.page_size taken from a case file's __metadata__
+// (dsv4.layout, dsv4.page_size) when absent, and the pages form's implicit in.slots (0..n-1).
+fx::Tensors with_case_metadata(const fx::Case& c);
+
+// Rows whose tiles follow SGLang's hostile rules: ordinary tiles at scales across bf16's range,
+// and about one tile in four all zeros (signed), below the layout's floor, holding a NaN, +-inf,
+// an amax of exactly 448 * 2^k (or 240 * 2^k, 6 * 2^k), or bf16 values near the fp32 maximum.
+// Gaps of a strided layout hold NaN.
+std::vector<bf16> hostile_rows(fx::Rng& rng, KvLayout l, size_t T, size_t stride);
+
+}  // namespace dsv4::cases
