@@ -208,30 +208,38 @@ HttpResult server_info(const std::string& base) {
   return r;
 }
 
+// POST `body` to the server's tokenizer endpoint `path` and return the array under `key`, one
+// entry per `n` inputs; anything else is "could not run", the message saying what `why` needs.
+json tokenizer_call(const std::string& base, const char* path, const json& body, const char* key,
+                    size_t n, const std::string& why) {
+  HttpRequest r;
+  r.url = base + path;
+  r.body = body.dump();
+  r.timeout_s = 120;
+  r.max_attempts = 3;
+  r.backoff_s = 0.25;
+  const HttpResult res = http_fetch(std::move(r));
+  if (auto refusal = api_key_refusal(res); !refusal.empty())
+    throw BenchError(kExitCouldNotRun, refusal);
+  if (!res.ok())
+    throw BenchError(kExitCouldNotRun, std::string("the server's ") + path + " (" + why +
+                                           ") failed: " + res.error_message);
+  json j = json::parse(res.body, nullptr, false);
+  if (!j.is_object() || !j.contains(key) || !j[key].is_array() || j[key].size() != n)
+    throw BenchError(kExitCouldNotRun,
+                     std::string(path) + " answered without one '" + key + "' entry per input");
+  return std::move(j[key]);
+}
+
 // The server's tokenizer (SGLang's /v1/tokenize): the `random` dataset's ShareGPT text, and the
 // special-token count of the text form.
 Encoder server_encoder(const std::string& base) {
   return [base](const std::vector<std::string>& texts) {
-    HttpRequest r;
-    r.url = base + "/v1/tokenize";
-    r.body = json{{"prompt", texts}, {"add_special_tokens", true}}.dump();
-    r.timeout_s = 120;
-    r.max_attempts = 3;
-    r.backoff_s = 0.25;
-    const HttpResult res = http_fetch(std::move(r));
-    if (auto refusal = api_key_refusal(res); !refusal.empty())
-      throw BenchError(kExitCouldNotRun, refusal);
-    if (!res.ok())
-      throw BenchError(kExitCouldNotRun,
-                       "the server's /v1/tokenize (ShareGPT text of --dataset-name random, the "
-                       "special-token count of text prompts) failed: " +
-                           res.error_message);
-    const json j = json::parse(res.body, nullptr, false);
-    if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array() ||
-        j["tokens"].size() != texts.size())
-      throw BenchError(kExitCouldNotRun, "/v1/tokenize answered without one token list per prompt");
+    const json tokens = tokenizer_call(
+        base, "/v1/tokenize", json{{"prompt", texts}, {"add_special_tokens", true}}, "tokens",
+        texts.size(), "ShareGPT text of --dataset-name random, special tokens of text prompts");
     std::vector<std::vector<int32_t>> out;
-    for (const auto& t : j["tokens"]) {
+    for (const auto& t : tokens) {
       out.emplace_back();
       for (const auto& id : t) out.back().push_back(id.get<int32_t>());
     }
@@ -242,26 +250,11 @@ Encoder server_encoder(const std::string& base) {
 // The server's decoder (SGLang's POST /v1/detokenize, a batch at once, special tokens kept).
 Decoder server_decoder(const std::string& base) {
   return [base](const std::vector<std::vector<int32_t>>& ids) {
-    HttpRequest r;
-    r.url = base + "/v1/detokenize";
-    r.body = json{{"tokens", ids}, {"skip_special_tokens", false}}.dump();
-    r.timeout_s = 120;
-    r.max_attempts = 3;
-    r.backoff_s = 0.25;
-    const HttpResult res = http_fetch(std::move(r));
-    if (auto refusal = api_key_refusal(res); !refusal.empty())
-      throw BenchError(kExitCouldNotRun, refusal);
-    if (!res.ok())
-      throw BenchError(kExitCouldNotRun,
-                       "prompts go out as text, decoded by the server's /v1/detokenize, which "
-                       "failed (--tokenize-prompt sends input_ids instead): " +
-                           res.error_message);
-    const json j = json::parse(res.body, nullptr, false);
-    if (!j.is_object() || !j.contains("text") || !j["text"].is_array() ||
-        j["text"].size() != ids.size())
-      throw BenchError(kExitCouldNotRun, "/v1/detokenize answered without one text per prompt");
+    const json texts = tokenizer_call(
+        base, "/v1/detokenize", json{{"tokens", ids}, {"skip_special_tokens", false}}, "text",
+        ids.size(), "prompts go out as text; --tokenize-prompt sends input_ids instead");
     std::vector<std::string> out;
-    for (const auto& t : j["text"]) {
+    for (const auto& t : texts) {
       if (!t.is_string())
         throw BenchError(kExitCouldNotRun, "/v1/detokenize answered a text that is not a string");
       out.push_back(t.get<std::string>());
