@@ -175,7 +175,9 @@ TEST(Gsm8kRuns, RetriedStreamsEqualAFaultFreeRun) {
           d.str(std::string(k.api) + (k.incremental ? "i" : "c") + (faults ? "f" : "n"));
       const GsmRun run = run_gsm8k(server.url(), data, out, {"--api", k.api, "--stream"});
       ASSERT_EQ(run.rc, 0) << run.err;
-      if (faults) EXPECT_EQ(metric(run, "retries"), 6) << k.api;
+      if (faults) {
+        EXPECT_EQ(metric(run, "retries"), 6) << k.api;
+      }
       std::vector<json> o(12);
       for (const auto& r : run.results) o[r["index"].get<size_t>()] = r["output"];
       outs.push_back(o);

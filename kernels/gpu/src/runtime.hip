@@ -13,7 +13,7 @@ namespace {
 hipStream_t as_stream(Stream s) { return static_cast<hipStream_t>(s); }
 
 // The first GPU of CTest's resource group 0, when ctest allocated one; else device 0.
-int device_from_ctest() {
+[[maybe_unused]] int device_from_ctest() {
   const char* groups = std::getenv("CTEST_RESOURCE_GROUP_COUNT");
   const char* spec = std::getenv("CTEST_RESOURCE_GROUP_0_GPUS");
   if (!groups || !spec) return 0;
