@@ -143,8 +143,9 @@ class E2eRun : public SuiteRun {
     for (const auto& g : rep["gates"]) {
       const std::string text = g.value("gate", "");
       const std::string verdict = g.value("verdict", "");
-      const std::string value =
-          g.contains("value") && g["value"].is_number() ? eval::format_number(g["value"].get<double>()) : std::string("—");
+      const std::string value = g.contains("value") && g["value"].is_number()
+                                    ? eval::format_number(g["value"].get<double>())
+                                    : std::string("—");
       gates_md_ += "| `" + text + "` | " + value + " | " + verdict + " |\n";
       if (!g.value("pass", false)) add_failure("gate", text, g.value("detail", verdict));
     }

@@ -202,7 +202,7 @@ fx::Tensors with_case_metadata(const fx::Case& c) {
   return in;
 }
 
-CompactPagesCase::CompactPagesCase(CompactPagesShape shape) : shape_(shape) {
+CompactPagesCase::CompactPagesCase(CompactPagesShape shape) : ShapedCase(shape) {
   if (shape_.whole_pages) shape_.T = shape_.num_pages * shape_.page_size;
 }
 

@@ -215,7 +215,7 @@ std::string KvStoreShape::str() const {
   return os.str();
 }
 
-KvStoreCase::KvStoreCase(KvStoreShape shape) : shape_(shape), fused_(shape.lanes != 0) {
+KvStoreCase::KvStoreCase(KvStoreShape shape) : ShapedCase(shape), fused_(shape.lanes != 0) {
   if (shape_.n_pos == 0) shape_.n_pos = std::clamp<int64_t>(4 * shape_.T, 64, 4096);
 }
 

@@ -106,7 +106,7 @@ fx::Tensors tensors_of(const fx::SparseCase& c) {
   return in;
 }
 
-SparseDecodeCase::SparseDecodeCase(SparseDecodeShape shape) : shape_(shape) {}
+SparseDecodeCase::SparseDecodeCase(SparseDecodeShape shape) : ShapedCase(shape) {}
 
 SparseDecodeCase::SparseDecodeCase(const fx::Tensors& in) {
   const fx::SparseCase c = sparse_case_of(in);

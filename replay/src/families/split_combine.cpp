@@ -63,7 +63,7 @@ fx::Tensors tensors_of(const fx::SplitPartials& p) {
   return in;
 }
 
-SplitCombineCase::SplitCombineCase(SplitCombineShape shape) : shape_(shape) {}
+SplitCombineCase::SplitCombineCase(SplitCombineShape shape) : ShapedCase(shape) {}
 
 SplitCombineCase::SplitCombineCase(const fx::Tensors& in) {
   const fx::SplitPartials p = split_partials_of(in);

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dsv4/fixtures/kernel_case.hpp"
+#include "dsv4/cases/shaped_case.hpp"
 
 namespace dsv4::cases {
 
@@ -26,22 +26,17 @@ struct CandidateBlocksShape {
   std::string str() const;  // "B=4 width=4096 ragged bs=64 nb=16 K=512 W=16 ties"
 };
 
-class CandidateBlocksCase : public fx::KernelCase {
+class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape> {
  public:
-  explicit CandidateBlocksCase(CandidateBlocksShape shape) : shape_(shape) {}
+  explicit CandidateBlocksCase(CandidateBlocksShape shape) : ShapedCase(shape) {}
   explicit CandidateBlocksCase(const fx::Tensors& in);
-  const CandidateBlocksShape& shape() const { return shape_; }
 
   std::string family() const override { return "candidate_blocks"; }
-  std::string name() const override { return shape_.str(); }
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
   std::string cannot_run() const override;
-
- private:
-  CandidateBlocksShape shape_;
 };
 
 }  // namespace dsv4::cases

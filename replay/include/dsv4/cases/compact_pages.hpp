@@ -20,8 +20,8 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/generators.hpp"
-#include "dsv4/fixtures/kernel_case.hpp"
 #include "dsv4/ref/formats/page_layout.hpp"
 
 namespace dsv4::cases {
@@ -43,24 +43,19 @@ struct CompactPagesShape {
   std::string str() const;   // "quantize v41 P=64 T=100 pages=3 V=16"
 };
 
-class CompactPagesCase : public fx::KernelCase {
+class CompactPagesCase : public ShapedCase<CompactPagesShape> {
  public:
   explicit CompactPagesCase(CompactPagesShape shape);
   // From a case file's inputs (checked; throws st::FormatError or std::invalid_argument).
   explicit CompactPagesCase(const fx::Tensors& in);
-  const CompactPagesShape& shape() const { return shape_; }
 
   std::string family() const override { return "compact_pages"; }
-  std::string name() const override { return shape_.str(); }
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
   ::testing::AssertionResult compare(const fx::OutputSpec& spec, const st::Tensor& got,
                                      const st::Tensor& want, const fx::Tensors& in) const override;
-
- private:
-  CompactPagesShape shape_;
 };
 
 // Where byte `offset` of a pool lies: "page 2, row 5, data byte 40 (tile 1)", "page 0, row 3,

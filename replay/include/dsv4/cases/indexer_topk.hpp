@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dsv4/fixtures/kernel_case.hpp"
+#include "dsv4/cases/shaped_case.hpp"
 
 namespace dsv4::cases {
 
@@ -35,14 +35,12 @@ struct IndexerTopkShape {
   std::string str() const;  // "B=31 len=8193 K=512 sorted W=16 pages=2^6 permuted ties"
 };
 
-class IndexerTopkCase : public fx::KernelCase {
+class IndexerTopkCase : public ShapedCase<IndexerTopkShape> {
  public:
-  explicit IndexerTopkCase(IndexerTopkShape shape) : shape_(shape) {}
+  explicit IndexerTopkCase(IndexerTopkShape shape) : ShapedCase(shape) {}
   explicit IndexerTopkCase(const fx::Tensors& in);
-  const IndexerTopkShape& shape() const { return shape_; }
 
   std::string family() const override { return "indexer_topk"; }
-  std::string name() const override { return shape_.str(); }
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
@@ -50,9 +48,6 @@ class IndexerTopkCase : public fx::KernelCase {
   std::string cannot_run() const override;
   ::testing::AssertionResult compare(const fx::OutputSpec& spec, const st::Tensor& got,
                                      const st::Tensor& want, const fx::Tensors& in) const override;
-
- private:
-  IndexerTopkShape shape_;
 };
 
 // Why this device cannot run a sort of logical wave width W ("" when it can; W = 0 means the

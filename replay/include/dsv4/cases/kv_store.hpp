@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/generators.hpp"
-#include "dsv4/fixtures/kernel_case.hpp"
 
 namespace dsv4::cases {
 
@@ -36,16 +36,14 @@ struct KvStoreShape {
   std::string str() const;  // "T=64 R=99 W=512 lanes=32", strides when set
 };
 
-class KvStoreCase : public fx::KernelCase {
+class KvStoreCase : public ShapedCase<KvStoreShape> {
  public:
   explicit KvStoreCase(KvStoreShape shape);
   // From a case file's inputs (checked; throws st::FormatError or std::invalid_argument).
   explicit KvStoreCase(const fx::Tensors& in);
-  const KvStoreShape& shape() const { return shape_; }
   bool fused() const { return fused_; }
 
   std::string family() const override { return "kv_store"; }
-  std::string name() const override { return shape_.str(); }
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
@@ -55,7 +53,6 @@ class KvStoreCase : public fx::KernelCase {
                                      const st::Tensor& want, const fx::Tensors& in) const override;
 
  private:
-  KvStoreShape shape_;
   bool fused_ = false;
   bool lanes_given_ = true;  // false: a fused case from another implementation's fp32 order
 };

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dsv4/fixtures/kernel_case.hpp"
+#include "dsv4/cases/shaped_case.hpp"
 
 namespace dsv4::cases {
 
@@ -36,21 +36,16 @@ struct RingLayoutShape {
   std::string str() const;
 };
 
-class RingLayoutCase : public fx::KernelCase {
+class RingLayoutCase : public ShapedCase<RingLayoutShape> {
  public:
-  explicit RingLayoutCase(RingLayoutShape shape) : shape_(shape) {}
+  explicit RingLayoutCase(RingLayoutShape shape) : ShapedCase(shape) {}
   explicit RingLayoutCase(const fx::Tensors& in);
-  const RingLayoutShape& shape() const { return shape_; }
 
   std::string family() const override { return "ring_layout"; }
-  std::string name() const override { return shape_.str(); }
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
-
- private:
-  RingLayoutShape shape_;
 };
 
 }  // namespace dsv4::cases

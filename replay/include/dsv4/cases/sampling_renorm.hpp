@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "dsv4/fixtures/kernel_case.hpp"
+#include "dsv4/cases/shaped_case.hpp"
 
 namespace dsv4::cases {
 
@@ -26,21 +26,16 @@ struct SamplingRenormShape {
   std::string str() const;         // "B=3 V=1025 top-p mixed"
 };
 
-class SamplingRenormCase : public fx::KernelCase {
+class SamplingRenormCase : public ShapedCase<SamplingRenormShape> {
  public:
-  explicit SamplingRenormCase(SamplingRenormShape shape) : shape_(shape) {}
+  explicit SamplingRenormCase(SamplingRenormShape shape) : ShapedCase(shape) {}
   explicit SamplingRenormCase(const fx::Tensors& in);
-  const SamplingRenormShape& shape() const { return shape_; }
 
   std::string family() const override { return "sampling_renorm"; }
-  std::string name() const override { return shape_.str(); }
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
-
- private:
-  SamplingRenormShape shape_;
 };
 
 }  // namespace dsv4::cases

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <string>
 
-#include "dsv4/fixtures/kernel_case.hpp"
+#include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/kernels/smoke.hpp"
 
 namespace dsv4::cases {
@@ -22,19 +22,15 @@ struct SmokeShape {
   std::string str() const;
 };
 
-class SmokeCase : public fx::KernelCase {
+class SmokeCase : public ShapedCase<SmokeShape> {
  public:
-  explicit SmokeCase(SmokeShape shape) : shape_(shape) {}
+  explicit SmokeCase(SmokeShape shape) : ShapedCase(shape) {}
   explicit SmokeCase(const fx::Tensors& in);
   std::string family() const override { return "smoke"; }
-  std::string name() const override { return shape_.str(); }
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
-
- private:
-  SmokeShape shape_;
 };
 
 }  // namespace dsv4::cases

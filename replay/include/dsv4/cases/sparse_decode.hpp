@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/attention_inputs.hpp"
-#include "dsv4/fixtures/kernel_case.hpp"
 
 namespace dsv4::cases {
 
@@ -29,23 +29,18 @@ struct SparseDecodeShape {
   std::string str() const;  // "B=4 H=16 K=576 v41 P=64 extra=v41_fp4 Ke=64 S=4"
 };
 
-class SparseDecodeCase : public fx::KernelCase {
+class SparseDecodeCase : public ShapedCase<SparseDecodeShape> {
  public:
   explicit SparseDecodeCase(SparseDecodeShape shape);
   explicit SparseDecodeCase(const fx::Tensors& in);  // from a case file's inputs (checked)
-  const SparseDecodeShape& shape() const { return shape_; }
 
   std::string family() const override { return "sparse_decode"; }
-  std::string name() const override { return shape_.str(); }
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
   ::testing::AssertionResult compare(const fx::OutputSpec& spec, const st::Tensor& got,
                                      const st::Tensor& want, const fx::Tensors& in) const override;
-
- private:
-  SparseDecodeShape shape_;
 };
 
 // The case's inputs as the reference's storage (SparseCase::inputs() views them), and back.

@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/attention_inputs.hpp"
-#include "dsv4/fixtures/kernel_case.hpp"
 
 namespace dsv4::cases {
 
@@ -24,21 +24,16 @@ struct SplitCombineShape {
   std::string str() const;  // "B=4 S=8 H=16 D=512 sink rope"
 };
 
-class SplitCombineCase : public fx::KernelCase {
+class SplitCombineCase : public ShapedCase<SplitCombineShape> {
  public:
   explicit SplitCombineCase(SplitCombineShape shape);
   explicit SplitCombineCase(const fx::Tensors& in);  // from a case file's inputs (checked)
-  const SplitCombineShape& shape() const { return shape_; }
 
   std::string family() const override { return "split_combine"; }
-  std::string name() const override { return shape_.str(); }
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
-
- private:
-  SplitCombineShape shape_;
 };
 
 // The case's inputs as the reference's storage (SplitPartials::inputs() views them), and back.
