@@ -9,6 +9,7 @@
 
 #include "dsv4/fixtures/seed.hpp"
 #include "gsm8k_runner_util.hpp"
+#include "http/process_setup.hpp"
 #include "serve_bench/serve_bench_run.hpp"
 
 namespace dsv4::e2e_test {

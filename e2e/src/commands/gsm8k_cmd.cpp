@@ -8,6 +8,7 @@
 #include "gsm8k/gsm8k_run.hpp"
 #include "http/download.hpp"
 #include "http/http_client.hpp"
+#include "http/process_setup.hpp"
 
 namespace dsv4::eval {
 namespace {

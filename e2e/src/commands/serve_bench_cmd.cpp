@@ -7,6 +7,7 @@
 
 #include "commands/command.hpp"
 #include "http/http_client.hpp"
+#include "http/process_setup.hpp"
 #include "http/server_api.hpp"
 #include "report/gates.hpp"
 #include "serve_bench/serve_bench_report.hpp"

@@ -18,6 +18,7 @@
 #include "gsm8k/progress.hpp"
 #include "http/download.hpp"
 #include "http/http_client.hpp"
+#include "http/process_setup.hpp"
 #include "http/sha256.hpp"
 #include "report/accept_length.hpp"
 #include "report/results_log.hpp"

@@ -1,12 +1,13 @@
 // libcurl-multi implementation of HttpClient: queueing, retries with backoff, SSE parsing.
 #include "http/http_client.hpp"
 
+#include "http/process_setup.hpp"
+
 #include "common/splitmix64.hpp"
 
 #include <curl/curl.h>
 #include <strings.h>
 #include <sys/epoll.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,49 +24,7 @@
 
 namespace dsv4::eval {
 
-const char* to_string(HttpErrorKind kind) {
-  switch (kind) {
-    case HttpErrorKind::kNone:
-      return "ok";
-    case HttpErrorKind::kConnect:
-      return "connect";
-    case HttpErrorKind::kTimeout:
-      return "timeout";
-    case HttpErrorKind::kTransport:
-      return "transport";
-    case HttpErrorKind::kHttp5xx:
-      return "http_5xx";
-    case HttpErrorKind::kHttp429:
-      return "http_429";
-    case HttpErrorKind::kHttp4xx:
-      return "http_4xx";
-    case HttpErrorKind::kInvalid:
-      return "invalid_response";
-    case HttpErrorKind::kRequest:
-      return "bad_request";
-    case HttpErrorKind::kCancelled:
-      return "cancelled";
-  }
-  return "unknown";
-}
-
-bool is_retryable(HttpErrorKind kind) {
-  switch (kind) {
-    case HttpErrorKind::kConnect:
-    case HttpErrorKind::kTimeout:
-    case HttpErrorKind::kTransport:
-    case HttpErrorKind::kHttp5xx:
-    case HttpErrorKind::kHttp429:
-    case HttpErrorKind::kInvalid:
-      return true;
-    default:
-      return false;
-  }
-}
-
 namespace {
-
-std::string g_api_key;
 
 void global_init() {
   static std::once_flag once;
@@ -556,8 +515,8 @@ uint64_t HttpClient::submit(HttpRequest request) {
   if (t->req.method == "POST" && !has_type)
     t->headers = curl_slist_append(t->headers, "Content-Type: application/json");
   t->headers = curl_slist_append(t->headers, "Expect:");
-  if (!has_auth && !g_api_key.empty())
-    t->headers = curl_slist_append(t->headers, ("Authorization: Bearer " + g_api_key).c_str());
+  if (!has_auth && !api_key().empty())
+    t->headers = curl_slist_append(t->headers, ("Authorization: Bearer " + api_key()).c_str());
   if (t->req.sse) t->headers = curl_slist_append(t->headers, "Accept: text/event-stream");
   Transfer* raw = t.get();
   impl_->all.emplace(raw->id, std::move(t));
@@ -607,43 +566,6 @@ void HttpClient::cancel_all() {
 size_t HttpClient::running() const { return impl_->n_running; }
 size_t HttpClient::pending() const { return impl_->queue.size() + impl_->delayed.size(); }
 HttpCounters HttpClient::counters() const { return impl_->counters; }
-
-void set_api_key(std::string key) { g_api_key = std::move(key); }
-
-std::string api_key_from(const std::string& flag_value) {
-  if (!flag_value.empty()) return flag_value;
-  const char* env = std::getenv("OPENAI_API_KEY");
-  return env ? env : "";
-}
-
-std::string api_key_refusal(const HttpResult& r) {
-  if (r.status != 401 && r.status != 403) return "";
-  return "the server refused the request with HTTP " + std::to_string(r.status) + " (" +
-         r.error_message + "): " +
-         (g_api_key.empty() ? "it needs an API key: pass --api-key or set OPENAI_API_KEY"
-                            : "the API key (from --api-key or OPENAI_API_KEY) is wrong");
-}
-
-size_t raise_open_file_limit() {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return 0;
-  if (rl.rlim_cur < rl.rlim_max) {
-    rlimit want = rl;
-    want.rlim_cur = rl.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &want) == 0) rl = want;
-  }
-  return rl.rlim_cur == RLIM_INFINITY ? size_t(-1) : size_t(rl.rlim_cur);
-}
-
-std::string check_open_file_limit(size_t in_flight, const std::string& flag) {
-  const size_t limit = raise_open_file_limit();
-  const size_t reserve = 64;  // stdio, logs, the epoll fd, curl's internals
-  if (limit >= in_flight + reserve) return "";
-  return flag + " " + std::to_string(in_flight) + " needs " + std::to_string(in_flight + reserve) +
-         " open files, but the limit is " + std::to_string(limit) +
-         " even after raising the soft limit to the hard one: lower " + flag +
-         " or raise the hard limit (ulimit -Hn)";
-}
 
 HttpResult http_fetch(HttpRequest request) {
   HttpClient client(HttpClientOptions{.max_in_flight = 1});

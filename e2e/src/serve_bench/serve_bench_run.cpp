@@ -13,6 +13,7 @@
 
 #include "commands/command.hpp"
 #include "http/http_client.hpp"
+#include "http/process_setup.hpp"
 #include "http/server_api.hpp"
 #include "serve_bench/sharegpt.hpp"
 
