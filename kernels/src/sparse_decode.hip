@@ -117,13 +117,6 @@ __device__ __forceinline__ uint32_t word(const U4* v, int i) {
   return i % 4 == 0 ? u.x : i % 4 == 1 ? u.y : i % 4 == 2 ? u.z : u.w;
 }
 
-// Two decoded values (fp32 bits) rounded once to bf16, as SGLang reads them, packed with the
-// first in the low half.
-__device__ __forceinline__ uint32_t bf16_pair(uint32_t lo_bits, uint32_t hi_bits) {
-  return uint32_t(f32_to_bf16(f32_from_bits(lo_bits)).bits) |
-         (uint32_t(f32_to_bf16(f32_from_bits(hi_bits)).bits) << 16);
-}
-
 // The 32 values of a Raw as 16 words of bf16 pairs (value 2i in the low half of w[i]).
 __device__ __forceinline__ void decode_raw(KvLayout layout, int part, const Raw& r, uint32_t* w) {
   const PageLayout L = page_layout(layout);
@@ -142,24 +135,13 @@ __device__ __forceinline__ void decode_raw(KvLayout layout, int part, const Raw&
     return;
   }
   const uint8_t sc = uint8_t(r.sc);
-  if (layout == KvLayout::kV41) {
-    const bool short_scale = mxfp8::decode_short_scale(sc);
-    DSV4_UNROLL
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t codes = word(r.v, i);
-      if (short_scale && mxfp8::four_normal_codes(codes)) {
-        mxfp8::move4_bf16(codes, sc - 7u, w + 2 * i);
-      } else {
-        w[2 * i] = bf16_pair(kv::v41_decode_bits(uint8_t(codes), sc),
-                             kv::v41_decode_bits(uint8_t(codes >> 8), sc));
-        w[2 * i + 1] = bf16_pair(kv::v41_decode_bits(uint8_t(codes >> 16), sc),
-                                 kv::v41_decode_bits(uint8_t(codes >> 24), sc));
-      }
-    }
-    return;
-  }
   DSV4_UNROLL
-  for (int i = 0; i < 8; ++i) kv::v4_decode4_bf16(word(r.v, i), sc, L.fp8, w + 2 * i);
+  for (int i = 0; i < 8; ++i) {
+    if (layout == KvLayout::kV41)
+      kv::v41_decode4_bf16(word(r.v, i), sc, w + 2 * i);
+    else
+      kv::v4_decode4_bf16(word(r.v, i), sc, L.fp8, w + 2 * i);
+  }
 }
 
 // The block's tiles: those of main's columns in [c0, c1), then those of extra's, each range cut
@@ -189,26 +171,33 @@ struct Tiles {
   __device__ __forceinline__ int64_t end(int64_t t) const { return t < n0 ? hi0 : hi1; }
 };
 
-// Gather step 1: the slot of each of this thread's pieces of tile t (-1: no key; an error column
-// adds one to `errors`, in the thread holding its first piece) and its bytes.
-__device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t t, int64_t b,
-                                          int tid, int32_t* slot, Raw* raw, unsigned& errors) {
+// Gather step 0: the index of each of this thread's pieces of tile t (the cache's entry; -1 for a
+// column past the range).
+__device__ __forceinline__ void load_indices(const Args& a, const Tiles& T, int64_t t, int64_t b,
+                                             int tid, int32_t* idx) {
   const int s = T.seg(t);
   const Cache& c = s == 0 ? a.main : a.extra;
   const int64_t start = s == 0 ? 0 : a.main.K;
-  const int64_t t0 = T.first(t), capacity = c.num_pages * c.page_size;
+  const int64_t t0 = T.first(t), end = T.end(t);
   DSV4_UNROLL
   for (int i = 0; i < kItems; ++i) {
-    const int item = tid + kThreads * i, j = item / 16, part = item % 16;
-    const int64_t col = t0 + j;
-    slot[i] = -1;
-    if (col < T.end(t)) {
-      const int32_t idx = c.indices[b * c.K + (col - start)];
-      if (idx >= 0 && idx < capacity)
-        slot[i] = idx;
-      else if (idx != -1 && part == 0)
-        ++errors;
-    }
+    const int64_t col = t0 + (tid + kThreads * i) / 16;
+    idx[i] = col < end ? c.indices[b * c.K + (col - start)] : -1;
+  }
+}
+
+// Gather step 1: the slot of each piece of tile t from its index (-1: no key; an error column
+// adds one to `errors`, in the thread holding its first piece) and its bytes.
+__device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t t, int tid,
+                                          const int32_t* idx, int32_t* slot, Raw* raw,
+                                          unsigned& errors) {
+  const Cache& c = T.seg(t) == 0 ? a.main : a.extra;
+  const int64_t capacity = c.num_pages * c.page_size;
+  DSV4_UNROLL
+  for (int i = 0; i < kItems; ++i) {
+    const int part = (tid + kThreads * i) % 16;
+    slot[i] = idx[i] >= 0 && idx[i] < capacity ? idx[i] : -1;
+    if (slot[i] < 0 && idx[i] != -1 && part == 0) ++errors;
     if (slot[i] >= 0) load_raw(c, slot[i], part, raw[i]);
   }
 }
@@ -243,6 +232,16 @@ __device__ __forceinline__ int fresh(int x) {
   asm volatile("" : "+v"(x));
 #endif
   return x;
+}
+
+// x, the same in every lane, said so to the AMD compiler (which may otherwise keep a branch on it
+// as a divergent one).
+__device__ __forceinline__ int uniform(int x) {
+#if DSV4_GPU_HIP
+  return __builtin_amdgcn_readfirstlane(x);
+#else
+  return x;
+#endif
 }
 
 // A block-wide barrier with workgroup memory ordering (on AMD the fences and s_barrier as
@@ -311,12 +310,20 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   const int64_t total = a.main.K + (a.extra.pool ? a.extra.K : 0);
   const int64_t c0 = split * k.C, c1 = c0 + k.C < total ? c0 + k.C : total;
   const Tiles T(a, b, c0, c1);
+  const int tiles = uniform(int(T.n));  // of this block
   unsigned errors = 0;  // error columns this thread met (counted by the first head block)
 
-  int32_t slot[kItems];
+  // Tile t + 1's indices are loaded a tile ahead of its bytes, which are loaded a step ahead of
+  // their decoding.
+  int32_t idx[kItems], slot[kItems];
   Raw raw[kItems];
-  if (T.n > 0) {
-    load_tile(a, T, 0, b, tid, slot, raw, errors);
+  auto gather_next = [&](int t) {  // tile t + 1's bytes, tile t + 2's indices
+    load_tile(a, T, t + 1, fresh(tid), idx, slot, raw, errors);
+    if (t + 2 < tiles) load_indices(a, T, t + 2, b, tid, idx);
+  };
+  if (tiles > 0) {
+    load_indices(a, T, 0, b, tid, idx);
+    gather_next(-1);
     store_tile(a, T, 0, tid, slot, raw, sk, svalid);
   }
   sync_block();
@@ -329,12 +336,12 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   DSV4_UNROLL
   for (int n = 0; n < kNt; ++n) mma::zero(o[n]);
 
-  for (int64_t t = 0; t < T.n; ++t) {
+  for (int t = 0; t < tiles; ++t) {
     const int buf = int(t & 1);
     const Roles r = roles(fresh(tid));
     const int lane = r.lane, g = r.g, d = r.d, sh = r.sh, sub = r.sub;
     const bf16* keys = sk + buf * kTile * kLd;
-    if (kEarlyLoads && t + 1 < T.n) load_tile(a, T, t + 1, b, tid, slot, raw, errors);
+    if (kEarlyLoads && t + 1 < tiles) gather_next(t);
 
     // Partial scores of heads 16 g.. over values [Dw d, +Dw).
     {
@@ -391,8 +398,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       if (sub == 0) salpha[sh] = alpha;
     }
     // The next tile into the other buffer (its last reader, the previous P V, is done).
-    if (!kEarlyLoads && t + 1 < T.n) load_tile(a, T, t + 1, b, tid, slot, raw, errors);
-    if (t + 1 < T.n)
+    if (!kEarlyLoads && t + 1 < tiles) gather_next(t);
+    if (t + 1 < tiles)
       store_tile(a, T, t + 1, tid, slot, raw, sk + (buf ^ 1) * kTile * kLd,
                  svalid + (buf ^ 1) * kTile);
     sync_block();
