@@ -47,6 +47,7 @@ struct SweepParam {
   int V = 0;  // quantise values per lane; 0: the default
   int64_t stride = 0;
   Launch launch = Launch::kEager;
+  int variant = 0;  // kernel variant (quantise: v41_fp4 encoders; dequantise)
   CompactPagesShape shape() const {
     return {.op = op,
             .layout = layout,
@@ -54,7 +55,8 @@ struct SweepParam {
             .T = T,
             .num_pages = pages_for(T, P),
             .stride = stride,
-            .values_per_lane = V};
+            .values_per_lane = V,
+            .variant = variant};
   }
 };
 void PrintTo(const SweepParam& p, std::ostream* os) {
@@ -67,6 +69,7 @@ std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
   if (p.V) n += "_V" + std::to_string(p.V);
   if (p.stride) n += "_S" + std::to_string(p.stride);
   if (p.launch == Launch::kGraph) n += "_graph";
+  if (p.variant) n += "_var" + std::to_string(p.variant);
   return n;
 }
 
@@ -96,6 +99,24 @@ std::vector<SweepParam> axis_params() {
     for (CompactOp op :
          {CompactOp::kQuantize, CompactOp::kDequantizeBf16, CompactOp::kDequantizeF32})
       v.push_back({op, l, 2, 999, 0, 0, Launch::kGraph});
+    // The other fp4 quantise encoders at every values-per-lane choice, and in a graph.
+    if (l == KvLayout::kV41Fp4)
+      for (int var : {1, 2}) {
+        for (int V : {8, 16, 32, 64})
+          for (int64_t T : {int64_t(777), int64_t(65536)})
+            v.push_back({CompactOp::kQuantize, l, 64, T, V, 0, Launch::kEager, var});
+        v.push_back({CompactOp::kQuantize, l, 7, 1000, 0, 576, Launch::kEager, var});
+        v.push_back({CompactOp::kQuantize, l, 2, 999, 0, 0, Launch::kGraph, var});
+      }
+    // Every dequantise variant: odd pages and a stride, a large batch, a graph launch.
+    for (int var = 1; var < kc::kDequantVariants; ++var) {
+      for (CompactOp op : {CompactOp::kDequantizeBf16, CompactOp::kDequantizeF32}) {
+        if (op == CompactOp::kDequantizeBf16 && var > 1) continue;  // bf16 takes variant 0
+        v.push_back({op, l, 7, 1000, 0, 528, Launch::kEager, var});
+        v.push_back({op, l, 64, 4096, 0, 0, Launch::kEager, var});
+        v.push_back({op, l, 2, 999, 0, 0, Launch::kGraph, var});
+      }
+    }
   }
   return v;
 }

@@ -20,8 +20,12 @@ using dsv4::KvLayout;
 // width-limited shuffles inside one wave (2, 4 or 8 lanes per tile); at or above it a lane takes
 // whole tiles (at most 4). 0 picks the layout's default (default_values_per_lane). Every choice
 // gives the same bytes.
+// variant (v41_fp4; the other layouts have one encoder, any variant takes it): 0 the default
+// (packed bf16 comparisons on NVIDIA, integer subtractions elsewhere), 1 integer subtractions, 2
+// packed bf16 counts on NVIDIA (integers elsewhere).
 struct Options {
   int values_per_lane = 0;
+  int variant = 0;
 };
 
 // Whether the quantise kernel accepts values_per_lane v for layout l (0 always).
@@ -42,14 +46,22 @@ void quantize(KvLayout l, int64_t page_size, const bf16* src, int64_t src_stride
               const int64_t* slots, int64_t n_rows, uint8_t* pool, int64_t num_pages,
               int64_t* errors, gpu::Stream s, const Options& opt = {});
 
+// The dequantise kernel's variant, all giving the same bytes: 0 the default; 1 its streaming
+// stores; fp32 output only (bf16 takes 0): 2 groups of 4 values whose warp stores cover whole
+// lines, 2 groups per lane, streaming stores; 3 the same with plain stores; 4 with 4 groups.
+inline constexpr int kDequantVariants = 5;
+struct DequantOptions {
+  int variant = 0;
+};
+
 // out row t (512 values, rows out_stride values apart: 0 means 512, otherwise a multiple of 8
 // >= 512) = the values of slot slots[t]. slots[t] < 0 leaves out row t untouched; a slot past the
 // pool leaves it untouched and adds 1 to *errors. pool and out: 16-byte aligned.
 void dequantize(KvLayout l, int64_t page_size, const uint8_t* pool, int64_t num_pages,
                 const int64_t* slots, int64_t n_rows, float* out, int64_t out_stride,
-                int64_t* errors, gpu::Stream s);
+                int64_t* errors, gpu::Stream s, const DequantOptions& opt = {});
 void dequantize(KvLayout l, int64_t page_size, const uint8_t* pool, int64_t num_pages,
                 const int64_t* slots, int64_t n_rows, bf16* out, int64_t out_stride,
-                int64_t* errors, gpu::Stream s);
+                int64_t* errors, gpu::Stream s, const DequantOptions& opt = {});
 
 }  // namespace dsv4::kernels::compact_pages
