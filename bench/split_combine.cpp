@@ -30,16 +30,12 @@ struct Case {
 
 struct Result {
   Case c;
-  int variant;
   double bytes, us, copy_gbps;
   bool met = true;
 };
 
-const char* const kVariantNames[] = {"by shape (default)", "row blocks", "column blocks"};
-
-// Partials rotated across calls so that every call reads them from memory, not from the L2. One
-// result per kernel variant (0: the launcher's choice, then each kernel forced).
-std::vector<Result> run(const Case& c, gpu::Stream s) {
+// Partials rotated across calls so that every call reads them from memory, not from the L2.
+Result run(const Case& c, gpu::Stream s) {
   fx::Rng rng(uint64_t(c.B * 131 + c.S));
   const size_t n_o = size_t(c.B * c.S * c.H * c.D), n_lse = size_t(c.B * c.S * c.H);
   const size_t set_bytes = (n_o + n_lse) * 4;
@@ -69,27 +65,20 @@ std::vector<Result> run(const Case& c, gpu::Stream s) {
   a.out = out.p;
   a.out_lse = out_lse.p;
   a.errors = errors.p;
+  const double us = bench::median_us(
+      [&](int i, gpu::Stream st) {
+        a.o = o[size_t(i % sets)]->p;
+        a.lse = lse[size_t(i % sets)]->p;
+        ksc::combine(a, st);
+      },
+      s);
+  if (kernels::read_errors(errors.p, s) != 0) std::printf("warning: positions rejected\n");
   const double bytes = double(set_bytes) + double(c.B * c.H) * double(c.D * 2 + 4);
-  const double copy_gbps = bench::copy_ceiling_gbps(set_bytes, s);
-  std::vector<Result> results;
-  for (int variant : {0, 1, 2}) {
-    a.variant = variant;
-    const double us = bench::median_us(
-        [&](int i, gpu::Stream st) {
-          a.o = o[size_t(i % sets)]->p;
-          a.lse = lse[size_t(i % sets)]->p;
-          ksc::combine(a, st);
-        },
-        s);
-    if (kernels::read_errors(errors.p, s) != 0) std::printf("warning: positions rejected\n");
-    Result r{c, variant, bytes, us, copy_gbps};
-    const double of_copy = bytes / (us * 1e3) / r.copy_gbps;
-    if (variant == 0 && c.target == ">= 60% of copy") r.met = of_copy >= 0.60;
-    if (variant == 0 && c.target == "<= 10 us") r.met = us <= 10.0;
-    if (variant != 0) r.c.target = "";
-    results.push_back(r);
-  }
-  return results;
+  Result r{c, bytes, us, bench::copy_ceiling_gbps(set_bytes, s)};
+  const double of_copy = bytes / (us * 1e3) / r.copy_gbps;
+  if (c.target == ">= 60% of copy") r.met = of_copy >= 0.60;
+  if (c.target == "<= 10 us") r.met = us <= 10.0;
+  return r;
 }
 
 }  // namespace
@@ -104,14 +93,10 @@ int main(int argc, char** argv) {
       {64, 8, 128, 512, true, true, ""},          {64, 16, 64, 512, false, false, ""},
   };
   std::vector<Result> results;
-  for (const Case& c : cases) {
-    const std::vector<Result> r = run(c, stream);
-    results.insert(results.end(), r.begin(), r.end());
-  }
+  for (const Case& c : cases) results.push_back(run(c, stream));
 
-  bench::Table table({"B", "S", "H", "D", "sink", "rope", "kernel", "MB moved", "us", "GB/s",
-                      "copy GB/s", "of copy", "torch eager us", "torch.compile us", "vs compile",
-                      "target", ""});
+  bench::Table table({"B", "S", "H", "D", "sink", "rope", "MB moved", "us", "GB/s", "copy GB/s",
+                      "of copy", "torch eager us", "torch.compile us", "vs compile", "target", ""});
   int missed = 0;
   for (const Result& r : results) {
     const double gbps = r.bytes / (r.us * 1e3);
@@ -120,10 +105,10 @@ int main(int argc, char** argv) {
     const auto compiled = torch.us("compile " + peer, r.c.B, r.c.D);
     table.row(
         {std::to_string(r.c.B), std::to_string(r.c.S), std::to_string(r.c.H), std::to_string(r.c.D),
-         r.c.sink ? "yes" : "no", r.c.rope ? "yes" : "no", kVariantNames[r.variant],
-         bench::fmt("%.2f", r.bytes / 1e6), bench::fmt("%.2f", r.us), bench::fmt("%.0f", gbps),
-         bench::fmt("%.0f", r.copy_gbps), bench::fmt("%.0f%%", 100 * gbps / r.copy_gbps),
-         torch.cell("eager " + peer, r.c.B, r.c.D), torch.cell("compile " + peer, r.c.B, r.c.D),
+         r.c.sink ? "yes" : "no", r.c.rope ? "yes" : "no", bench::fmt("%.2f", r.bytes / 1e6),
+         bench::fmt("%.2f", r.us), bench::fmt("%.0f", gbps), bench::fmt("%.0f", r.copy_gbps),
+         bench::fmt("%.0f%%", 100 * gbps / r.copy_gbps), torch.cell("eager " + peer, r.c.B, r.c.D),
+         torch.cell("compile " + peer, r.c.B, r.c.D),
          compiled ? bench::fmt("%.1fx", *compiled / r.us) : "n/a", r.c.target,
          r.c.target.empty() ? ""
          : r.met            ? "met"

@@ -15,10 +15,11 @@
 #pragma clang fp contract(off)
 #endif
 
-// NVIDIA (sm_80 and later): the NVFP4 quantise compares and takes maxima with packed bf16
-// arithmetic, which issues on the FMA pipe, instead of integer subtractions and maxima, which share
-// the ALU pipe (half the FMA rate on Hopper) with the rest of the encoding. Elsewhere: integers.
-#if DSV4_GPU_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// NVIDIA (sm_90: packed bf16 comparisons and additions): the NVFP4 quantise counts its threshold
+// comparisons and takes its maxima with packed bf16 instructions, two values each, instead of
+// integer subtractions, maxima and bit selects, all on the ALU pipe (half the FMA pipe's rate on
+// Hopper). On an H200 at 65536 rows: 36.3 us against 41.7 us. Elsewhere: the integer encoder.
+#if DSV4_GPU_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define DSV4_CP_PACKED_BF16 1
 #else
 #define DSV4_CP_PACKED_BF16 0
@@ -41,6 +42,7 @@ using Pack8 = uint2;
 #endif
 
 constexpr int kThreads = 256;
+constexpr int kF32Groups = 4;  // dequantise to fp32: groups of 4 values per lane (see below)
 
 template <class Out>
 constexpr int dequant_values() {
@@ -72,18 +74,6 @@ __device__ __forceinline__ void store_bytes(uint8_t* dst, const uint32_t* w) {
       p.x = w[4 * k], p.y = w[4 * k + 1], p.z = w[4 * k + 2], p.w = w[4 * k + 3];
       reinterpret_cast<Pack16*>(dst)[k] = p;
     }
-  }
-}
-
-// store_bytes, or for a multiple of 16 bytes with the streaming hint when kStream.
-template <int kBytes, bool kStream>
-__device__ __forceinline__ void store_out(uint8_t* dst, const uint32_t* w) {
-  if constexpr (kStream && kBytes % 16 == 0) {
-    DSV4_FMT_UNROLL
-    for (int k = 0; k < kBytes / 16; ++k)
-      gpu::store16_streaming(dst + 16 * k, w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
-  } else {
-    store_bytes<kBytes>(dst, w);
   }
 }
 
@@ -174,19 +164,20 @@ __device__ __forceinline__ uint32_t words_max(const uint32_t* w) {
   }
 }
 
-// Packed bf16 forms of nvfp4::encode_pair_nibbles and words_max for the NVFP4 tiles.
-//  - Comparisons: RN_bf16(T_i - |x|) for both halves in one fma.rn.bf16x2 (|x| * -1 + T_i). A
-//    rounding never changes the sign of a non-zero difference, and an exact zero (|x| = T_i) is +0,
-//    so bit 15 / 31 of the result is [|x| > T_i]: the comparisons nvfp4::encode_pair_nibbles makes
-//    with u_i = T_i + 1 (T_i: t_i for even i, one bf16 step below for odd i; every T_i is a normal
-//    bf16 >= 2^-12, so no difference is subnormal). |x| = inf gives -inf: every threshold passed
-//    (saturation at 6). A NaN |x| only occurs in a NaN tile, whose codes are masked to 0.
+// The NVFP4 tile in packed bf16 instructions (two values each), the same codes as
+// nvfp4::encode_pair_nibbles:
 //  - Maxima: max.NaN.xorsign.abs.bf16x2 takes max(|a|, |b|) per half (exact; a NaN in either makes
 //    the result NaN and it stays NaN); the sign bits it leaves are masked off at the end. Any NaN
 //    gives bits above 0x7f80, as words_max<true> does.
-//  - Thresholds: t_i = m_i * S in one mul.rn.bf16x2 per i (m_i has at most 3 significant bits
-//    and S at most 4, so the bf16 product is exact), odd ones one bf16 step down. kv::fp4_scale
-//    never gives a zero scale; a NaN scale gives a NaN tile.
+//  - Thresholds: t_i = m_i * S in one mul.rn.bf16x2 per midpoint m_i (m_i has at most 3
+//    significant bits and S at most 4, so the bf16 product is exact); T_i = t_i for even i, one
+//    bf16 step below for odd i (a tie moves up to the even code), so the code is the number of
+//    T_i below |x|, as in nvfp4::PairThresholds (u_i = T_i + 1). kv::fp4_scale never gives a zero
+//    scale; a NaN scale makes a NaN tile, whose codes are masked to 0.
+//  - Codes as counts: set.gt.bf16x2 gives 1.0 per half where |x| > T_i (an ordered comparison: a
+//    NaN |x|, only in a NaN tile, gives 0; |x| = inf passes all, saturating at 6); added to
+//    128 + 8 [x < 0] (exact: the integers 128..255 are consecutive bf16 values), the low 4 bits of
+//    each half are the nibble: sign, then the count.
 struct PackedFp4Tile {
   uint32_t t[7];  // T_i in both halves
   uint32_t keep;  // all ones, or 0 in a NaN tile (its codes are 0)
@@ -208,18 +199,7 @@ __device__ __forceinline__ PackedFp4Tile packed_fp4_tile(uint8_t sc) {
   return p;
 }
 
-__device__ __forceinline__ uint32_t packed_fp4_nibbles(uint32_t w, const PackedFp4Tile& p) {
-  const uint32_t a = w & 0x7fff7fffu;
-  uint32_t d[7];
-  DSV4_FMT_UNROLL
-  for (int i = 0; i < 7; ++i)
-    asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d[i]) : "r"(a), "r"(0xbf80bf80u), "r"(p.t[i]));
-  return nvfp4::nibbles_from_compares(w, d, 0x80008000u);
-}
-
-// Variant 2: the code as a count. set.gt.bf16x2 gives 1.0 per half where |x| > T_i; added to
-// 128 + 8 [x < 0] (exact: integers up to 143 are bf16 values, 128..255 one unit apart), the low
-// 4 bits of each half are the nibble: sign, then the count of thresholds below |x|.
+// The two codes of word w (values 2i, 2i+1) as nibbles at bits 0..3 and 16..19, every other bit 0.
 __device__ __forceinline__ uint32_t counted_fp4_nibbles(uint32_t w, const PackedFp4Tile& p) {
   const uint32_t a = w & 0x7fff7fffu;
   uint32_t acc = 0x43004300u | ((w >> 12) & 0x00080008u);
@@ -229,7 +209,7 @@ __device__ __forceinline__ uint32_t counted_fp4_nibbles(uint32_t w, const Packed
     asm("set.gt.bf16x2.bf16x2 %0, %1, %2;" : "=r"(st) : "r"(a), "r"(p.t[i]));
     asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(acc) : "r"(acc), "r"(st));
   }
-  return acc & 0x000f000fu;  // nibbles at bits 0..3 and 16..19
+  return acc & 0x000f000fu;
 }
 
 // Four words of counted_fp4_nibbles as the 4 bytes of the page (pair k in byte k).
@@ -256,8 +236,8 @@ __device__ __forceinline__ uint32_t packed_words_max(const uint32_t* w) {
 // lane holds kTiles whole tiles. Every lane reaches the shuffles, whatever its row does, so the
 // width-L groups are complete. A lane reads its part of row t whether or not the row's slot is
 // valid (row t exists), so the read does not wait for the slot.
-// kEnc (v41_fp4 only): 0 packed bf16 comparisons where the target has them (else 1), 1 integer
-// subtractions, 2 packed bf16 counts where the target has them (else 1).
+// kEnc (v41_fp4 only): 0 packed bf16 counts where the target has them (else 1), 1 integer
+// subtractions (nvfp4::encode_pair_nibbles).
 template <int kLayout, int kV, int kEnc>
 __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantizeArgs a) {
   constexpr PageLayout P = page_layout(KvLayout(kLayout));
@@ -295,7 +275,7 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantizeArgs a) {
   DSV4_FMT_UNROLL
   for (int k = 0; k < kTiles; ++k) {
 #if DSV4_CP_PACKED_BF16
-    if constexpr (P.fp4 && kEnc != 1) {
+    if constexpr (P.fp4 && kEnc == 0) {
       mx[k] = tile_max<kL>(packed_words_max<kTileValues / 2>(w + k * kTileValues / 2));
       continue;
     }
@@ -320,21 +300,14 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantizeArgs a) {
       const uint8_t sc = kv::fp4_scale(m);
       sc_word |= uint32_t(sc) << (8 * k);
 #if DSV4_CP_PACKED_BF16
-      if constexpr (kEnc != 1) {
+      if constexpr (kEnc == 0) {
         const PackedFp4Tile pt = packed_fp4_tile(sc);
         DSV4_FMT_UNROLL
-        for (int j = k * kTileValues / 8; j < (k + 1) * kTileValues / 8; ++j) {
-          if constexpr (kEnc == 2)
-            q[j] = pt.keep & pack_counted(counted_fp4_nibbles(w[4 * j], pt),
-                                          counted_fp4_nibbles(w[4 * j + 1], pt),
-                                          counted_fp4_nibbles(w[4 * j + 2], pt),
-                                          counted_fp4_nibbles(w[4 * j + 3], pt));
-          else
-            q[j] = pt.keep & nvfp4::pack_nibbles(packed_fp4_nibbles(w[4 * j], pt),
-                                                 packed_fp4_nibbles(w[4 * j + 1], pt),
-                                                 packed_fp4_nibbles(w[4 * j + 2], pt),
-                                                 packed_fp4_nibbles(w[4 * j + 3], pt));
-        }
+        for (int j = k * kTileValues / 8; j < (k + 1) * kTileValues / 8; ++j)
+          q[j] = pt.keep & pack_counted(counted_fp4_nibbles(w[4 * j], pt),
+                                        counted_fp4_nibbles(w[4 * j + 1], pt),
+                                        counted_fp4_nibbles(w[4 * j + 2], pt),
+                                        counted_fp4_nibbles(w[4 * j + 3], pt));
         continue;
       }
 #endif
@@ -395,9 +368,10 @@ struct DequantizeArgs {
   int64_t* errors;
 };
 
-// kV values per lane: 16 for bf16 output (32 bytes stored), 8 for fp32 (also 32 bytes); one scale
-// per lane (kV <= every tile); no cross-lane work.
-template <int kLayout, class Out, bool kStream>
+// kV consecutive values per lane: 16 for bf16 output (32 bytes stored), 8 for fp32 (also 32
+// bytes; fp32 takes the grouped kernel below by default); one scale per lane (kV <= every tile);
+// no cross-lane work.
+template <int kLayout, class Out>
 __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) {
   constexpr PageLayout P = page_layout(KvLayout(kLayout));
   constexpr bool kF32 = sizeof(Out) == 4;
@@ -430,7 +404,7 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
       DSV4_FMT_UNROLL
       for (int j = 0; j < kOutWords; ++j)
         w[j] = kF32 ? (j % 2 ? raw[j / 2] & 0xffff0000u : raw[j / 2] << 16) : raw[j];
-      store_out<int(sizeof(Out)) * kV, kStream>(reinterpret_cast<uint8_t*>(out), w);
+      store_bytes<int(sizeof(Out)) * kV>(reinterpret_cast<uint8_t*>(out), w);
       return;
     }
   }
@@ -466,14 +440,16 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
       w[i] = d.nan ? kv::kNaN32
                    : nvfp4::decode_bits_number(uint8_t((codes[i / 8] >> (4 * (i % 8))) & 0xfu), d);
   }
-  store_out<int(sizeof(Out)) * kV, kStream>(reinterpret_cast<uint8_t*>(out), w);
+  store_bytes<int(sizeof(Out)) * kV>(reinterpret_cast<uint8_t*>(out), w);
 }
 
 // fp32 output in groups of 4 values: lane l of a 32-lane chunk of a row (128 kG values) takes the
 // groups at 4l + 128g (g < kG), so each 16-byte store of a warp covers 512 contiguous bytes (whole
 // lines) and each code load of a warp is contiguous too. Every load of the lane is issued before
-// the first decode.
-template <int kLayout, int kG, bool kStream>
+// the first decode; the stores are streaming (the output is not read again here). On an H200 at
+// 65536 rows, kG = 4 took 46.8 / 43.5 / 48.5 us (v41 / v41_fp4 / v4) where 8 consecutive values
+// per lane took 48.4 / 47.9 / 54.1 and kG = 2 48.1 / 48.5 / 50.4.
+template <int kLayout, int kG>
 __global__ void __launch_bounds__(kThreads) dequantize_f32_grouped_kernel(DequantizeArgs a) {
   constexpr PageLayout P = page_layout(KvLayout(kLayout));
   constexpr int kChunk = 128 * kG;
@@ -531,7 +507,7 @@ __global__ void __launch_bounds__(kThreads) dequantize_f32_grouped_kernel(Dequan
     } else {
       kv::v4_decode4_bits(c[g], sc[g], P.fp8, w);
     }
-    store_out<16, kStream>(reinterpret_cast<uint8_t*>(out + v), w);
+    gpu::store16_streaming(out + v, w[0], w[1], w[2], w[3]);
   }
 }
 
@@ -592,12 +568,9 @@ dim3 grid_for(int64_t n_rows, int lanes_per_row) {
 template <int kLayout, int kV>
 void launch_quantize(int variant, const QuantizeArgs& a, hipStream_t s) {
   const dim3 grid = grid_for(a.n_rows, kTokenValues / kV);
-  if constexpr (kLayout == int(KvLayout::kV41Fp4)) {
+  if constexpr (kLayout == int(KvLayout::kV41Fp4))
     if (variant == 1)
       return gpu::launch(quantize_kernel<kLayout, kV, 1>, grid, dim3(kThreads), 0, s, a);
-    if (variant == 2)
-      return gpu::launch(quantize_kernel<kLayout, kV, 2>, grid, dim3(kThreads), 0, s, a);
-  }
   gpu::launch(quantize_kernel<kLayout, kV, 0>, grid, dim3(kThreads), 0, s, a);
 }
 
@@ -614,23 +587,13 @@ template <int kLayout, class Out>
 void launch_dequantize(int variant, const DequantizeArgs& a, hipStream_t st) {
   const dim3 block(kThreads);
   if constexpr (sizeof(Out) == 4) {
-    if (variant >= 2) {
-      const int g = variant == 4 ? 4 : 2;
-      const dim3 grid = grid_for(a.n_rows, kTokenValues / (4 * g));
-      if (variant == 2)
-        gpu::launch(dequantize_f32_grouped_kernel<kLayout, 2, true>, grid, block, 0, st, a);
-      else if (variant == 3)
-        gpu::launch(dequantize_f32_grouped_kernel<kLayout, 2, false>, grid, block, 0, st, a);
-      else
-        gpu::launch(dequantize_f32_grouped_kernel<kLayout, 4, true>, grid, block, 0, st, a);
-      return;
+    if (variant == 0) {
+      const dim3 grid = grid_for(a.n_rows, kTokenValues / (4 * kF32Groups));
+      return gpu::launch(dequantize_f32_grouped_kernel<kLayout, kF32Groups>, grid, block, 0, st, a);
     }
   }
   const dim3 grid = grid_for(a.n_rows, kTokenValues / dequant_values<Out>());
-  if (variant == 1)
-    gpu::launch(dequantize_kernel<kLayout, Out, true>, grid, block, 0, st, a);
-  else
-    gpu::launch(dequantize_kernel<kLayout, Out, false>, grid, block, 0, st, a);
+  gpu::launch(dequantize_kernel<kLayout, Out>, grid, block, 0, st, a);
 }
 
 template <class Out>
@@ -673,8 +636,9 @@ bool values_per_lane_supported(KvLayout l, int v) {
   return (v == 8 || v == 16 || v == 32 || v == 64) && v <= 4 * tile;
 }
 
-// 32 values per lane, the fastest measured on an H200 (bench/compact_pages.cpp prints each choice).
-int default_values_per_lane(KvLayout l) { return l == KvLayout::kV41Fp4 ? 32 : 32; }
+// The fastest measured on an H200 (bench/compact_pages.cpp prints each choice): 32 values per
+// lane, 16 (one tile) for v41_fp4.
+int default_values_per_lane(KvLayout l) { return l == KvLayout::kV41Fp4 ? 16 : 32; }
 
 void quantize(KvLayout l, int64_t page_size, const bf16* src, int64_t src_stride,
               const int64_t* slots, int64_t n_rows, uint8_t* pool, int64_t num_pages,
@@ -684,8 +648,8 @@ void quantize(KvLayout l, int64_t page_size, const bf16* src, int64_t src_stride
   if (!values_per_lane_supported(l, opt.values_per_lane))
     bad(fn, "values_per_lane=" + std::to_string(opt.values_per_lane) +
                 " is not 0, 8, 16, 32 or 64 (at most 4 tiles) for " + kv_layout_name(l));
-  if (opt.variant < 0 || opt.variant > 2)
-    bad(fn, "variant=" + std::to_string(opt.variant) + " is not 0, 1 or 2");
+  if (opt.variant < 0 || opt.variant > 1)
+    bad(fn, "variant=" + std::to_string(opt.variant) + " is not 0 or 1");
   const int v = opt.values_per_lane ? opt.values_per_lane : default_values_per_lane(l);
   const Geometry g = check_pool(fn, l, page_size, num_pages, n_rows);
   src_stride = check_stride(fn, "src_stride", src_stride);

@@ -17,7 +17,6 @@ namespace dsv4::kernels::split_combine {
 namespace {
 
 constexpr int kThreads = 128;
-constexpr int64_t kColumnsMaxRows = 1024;
 
 #if DSV4_GPU_NONE
 struct alignas(16) F4 {
@@ -35,78 +34,51 @@ __device__ __forceinline__ uint32_t pack(bf16 lo, bf16 hi) {
   return uint32_t(lo.bits) | (uint32_t(hi.bits) << 16);
 }
 
-// What every lane of a row needs: the split count, the weights' maximum and denominator in the
-// reference's fp32 order, the RoPE position. Writes the row's lse (when write_lse); false when the
-// row's output is zeros (no split, or an infinite sink).
-struct RowWeights {
-  int64_t n;
-  float ms, den;
-  bool rope;
-  int64_t pos;
-};
-
-__device__ __forceinline__ bool row_weights(const Args& a, int64_t b, int64_t h, bool first,
-                                            RowWeights* w) {
-  const int64_t S = a.S;
-  int64_t n = a.n_splits ? a.n_splits[b] : S;
-  n = n < 0 ? 0 : (n > S ? S : n);
-  w->n = n;
-  const int64_t row = b * a.H + h;
-  const float* lse = a.lse + b * S * a.H + h;  // split s at lse[s * H]
-  float m = -f32m::inf();
-  for (int64_t s = 0; s < n; ++s) m = fmaxf(m, lse[s * a.H]);
-  w->rope = a.rope.cos_sin != nullptr;
-  w->pos = 0;
-  if (w->rope) {
-    w->pos = a.rope.positions[b];
-    if (w->pos < 0 || w->pos >= a.rope.n_pos) {
-      w->rope = false;
-      if (h == 0 && first) atomicAdd(reinterpret_cast<unsigned long long*>(a.errors), 1ull);
-    }
-  }
-  if (m == -f32m::inf()) {
-    if (first) a.out_lse[row] = f32m::inf();
-    return false;
-  }
-  float sum = 0.0f;
-  for (int64_t s = 0; s < n; ++s) sum = sum + f32m::exp2(lse[s * a.H] - m);
-  if (first) a.out_lse[row] = (f32m::log2(sum) + m) / f32m::kLog2e;
-  const float sink = a.sink ? a.sink[h] : -f32m::inf();
-  if (sink == f32m::inf()) return false;
-  const float sk = sink * f32m::kLog2e;
-  w->ms = fmaxf(m, sk);
-  float den = 0.0f;
-  for (int64_t s = 0; s < n; ++s) den = den + f32m::exp2(lse[s * a.H] - w->ms);
-  w->den = den + f32m::exp2(sk - w->ms);
-  return true;
-}
-
-// The inverse RoPE of the pair (d, d + 1) of a row (d even), rounded to bf16 as the reference does.
-__device__ __forceinline__ void rope_pair(const float* cs, int64_t k, bf16* r0, bf16* r1) {
-  const float x0 = bf16_to_f32(*r0), x1 = bf16_to_f32(*r1);
-  const float cc = cs[k], sn = cs[k + 1];
-  *r0 = f32m::to_bf16_canonical(fmaf(x0, cc, x1 * sn));
-  *r1 = f32m::to_bf16_canonical(fmaf(x1, cc, -(x0 * sn)));
-}
-
 __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   const int64_t row = blockIdx.x;  // b * H + h
   const int64_t b = row / a.H, h = row - b * a.H;
+  const int64_t S = a.S;
+  int64_t n = a.n_splits ? a.n_splits[b] : S;
+  n = n < 0 ? 0 : (n > S ? S : n);
+  const float* lse = a.lse + b * S * a.H + h;  // split s at lse[s * H]
   const int64_t d4 = a.D / 4;
   U2* out = reinterpret_cast<U2*>(a.out + row * a.D);
-  RowWeights rw;
-  if (!row_weights(a, b, h, threadIdx.x == 0, &rw)) {
+
+  float m = -f32m::inf();
+  for (int64_t s = 0; s < n; ++s) m = fmaxf(m, lse[s * a.H]);
+  bool rope = a.rope.cos_sin != nullptr;
+  int64_t pos = 0;
+  if (rope) {
+    pos = a.rope.positions[b];
+    if (pos < 0 || pos >= a.rope.n_pos) {
+      rope = false;
+      if (h == 0 && threadIdx.x == 0)
+        atomicAdd(reinterpret_cast<unsigned long long*>(a.errors), 1ull);
+    }
+  }
+  if (m == -f32m::inf()) {
+    if (threadIdx.x == 0) a.out_lse[row] = f32m::inf();
     for (int64_t c = threadIdx.x; c < d4; c += kThreads) out[c] = U2{0u, 0u};
     return;
   }
-  const int64_t n = rw.n;
-  const float ms = rw.ms, den = rw.den;
-  const bool rope = rw.rope;
-  const float* lse = a.lse + b * a.S * a.H + h;
-  const F4* o = reinterpret_cast<const F4*>(a.o + (b * a.S * a.H + h) * a.D);
+  float sum = 0.0f;
+  for (int64_t s = 0; s < n; ++s) sum = sum + f32m::exp2(lse[s * a.H] - m);
+  if (threadIdx.x == 0) a.out_lse[row] = (f32m::log2(sum) + m) / f32m::kLog2e;
+  const float sink = a.sink ? a.sink[h] : -f32m::inf();
+  if (sink == f32m::inf()) {
+    for (int64_t c = threadIdx.x; c < d4; c += kThreads) out[c] = U2{0u, 0u};
+    return;
+  }
+  const float sk = sink * f32m::kLog2e;
+  const float ms = fmaxf(m, sk);
+  float den = 0.0f;
+  for (int64_t s = 0; s < n; ++s) den = den + f32m::exp2(lse[s * a.H] - ms);
+  den = den + f32m::exp2(sk - ms);
+
+  const F4* o = reinterpret_cast<const F4*>(a.o + (b * S * a.H + h) * a.D);
   const int64_t split_stride = a.H * d4;  // in F4
   const int64_t tail = a.D - a.rope.rope_dim;
-  const float* cs = rope ? a.rope.cos_sin + rw.pos * a.rope.rope_dim : nullptr;
+  const float* cs = rope ? a.rope.cos_sin + pos * a.rope.rope_dim : nullptr;
   for (int64_t c = threadIdx.x; c < d4; c += kThreads) {
     float x = 0.0f, y = 0.0f, z = 0.0f, w = 0.0f;
     int64_t s = 0;
@@ -143,56 +115,14 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
       DSV4_UNROLL
       for (int k = 0; k < 4; k += 2) {
         if (d + k < tail) continue;  // tail is even: a pair is wholly in or out
-        rope_pair(cs, d - tail + k, &r[k], &r[k + 1]);
+        const float x0 = bf16_to_f32(r[k]), x1 = bf16_to_f32(r[k + 1]);
+        const float cc = cs[d - tail + k], sn = cs[d - tail + k + 1];
+        r[k] = f32m::to_bf16_canonical(fmaf(x0, cc, x1 * sn));
+        r[k + 1] = f32m::to_bf16_canonical(fmaf(x1, cc, -(x0 * sn)));
       }
     }
     out[c] = U2{pack(r[0], r[1]), pack(r[2], r[3])};
   }
-}
-
-// Small grids (few rows): a row's columns spread over blocks of kColThreads lanes, two columns
-// per lane, and up to kBatch splits' loads in flight per lane before their sums (in the same
-// ascending order, so the bits are the per-row kernel's).
-constexpr int kColThreads = 64;
-constexpr int kBatch = 16;
-
-__global__ void __launch_bounds__(kColThreads) combine_columns_kernel(Args a) {
-  const int64_t row = blockIdx.y;  // b * H + h
-  const int64_t b = row / a.H, h = row - b * a.H;
-  const int64_t d2 = a.D / 2;
-  const int64_t c = int64_t(blockIdx.x) * kColThreads + threadIdx.x;  // column pair
-  uint32_t* out = reinterpret_cast<uint32_t*>(a.out + row * a.D);
-  RowWeights rw;
-  const bool live = row_weights(a, b, h, blockIdx.x == 0 && threadIdx.x == 0, &rw);
-  if (c >= d2) return;
-  if (!live) {
-    out[c] = 0u;
-    return;
-  }
-  const int64_t n = rw.n;
-  const float* lse = a.lse + b * a.S * a.H + h;
-  const U2* o = reinterpret_cast<const U2*>(a.o + (b * a.S * a.H + h) * a.D) + c;
-  const int64_t split_stride = a.H * d2;  // in pairs
-  float x = 0.0f, y = 0.0f;
-  for (int64_t s0 = 0; s0 < n; s0 += kBatch) {
-    U2 v[kBatch];
-    DSV4_UNROLL
-    for (int k = 0; k < kBatch; ++k)
-      if (s0 + k < n) v[k] = o[(s0 + k) * split_stride];
-    DSV4_UNROLL
-    for (int k = 0; k < kBatch; ++k) {
-      if (s0 + k >= n) break;
-      const float al = f32m::exp2(lse[(s0 + k) * a.H] - rw.ms);
-      if (al == 0.0f) continue;  // an empty split: its o is not used
-      x = x + al * __uint_as_float(v[k].x);
-      y = y + al * __uint_as_float(v[k].y);
-    }
-  }
-  bf16 r0 = f32m::to_bf16_canonical(x / rw.den), r1 = f32m::to_bf16_canonical(y / rw.den);
-  const int64_t d = 2 * c, tail = a.D - a.rope.rope_dim;
-  if (rw.rope && d >= tail)
-    rope_pair(a.rope.cos_sin + rw.pos * a.rope.rope_dim, d - tail, &r0, &r1);
-  out[c] = pack(r0, r1);
 }
 
 [[noreturn]] void bad(const std::string& what) {
@@ -224,20 +154,8 @@ void combine(const Args& a, gpu::Stream s) {
     if (!a.rope.positions) bad("rope.positions is null");
     if (!a.errors) bad("errors is null (needed with rope)");
   }
-  if (a.variant < 0 || a.variant > 2)
-    bad("variant=" + std::to_string(a.variant) + " is not 0 (by shape), 1 or 2");
-  const int64_t rows = a.B * a.H;
-  // Up to 1024 rows the per-row grid leaves most of the device idle: spread the columns.
-  const bool columns = a.variant == 2 || (a.variant == 0 && rows <= kColumnsMaxRows);
-  if (columns) {
-    if (rows > 65535) bad("variant=2: B*H=" + std::to_string(rows) + " must be <= 65535");
-    gpu::launch(combine_columns_kernel,
-                dim3(gpu::ceil_div(size_t(a.D / 2), kColThreads), unsigned(rows)),
-                dim3(kColThreads), 0, static_cast<hipStream_t>(s), a);
-  } else {
-    gpu::launch(combine_kernel, dim3(unsigned(rows)), dim3(kThreads), 0,
-                static_cast<hipStream_t>(s), a);
-  }
+  gpu::launch(combine_kernel, dim3(unsigned(a.B * a.H)), dim3(kThreads), 0,
+              static_cast<hipStream_t>(s), a);
 }
 
 }  // namespace dsv4::kernels::split_combine

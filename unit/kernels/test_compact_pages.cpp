@@ -99,24 +99,18 @@ std::vector<SweepParam> axis_params() {
     for (CompactOp op :
          {CompactOp::kQuantize, CompactOp::kDequantizeBf16, CompactOp::kDequantizeF32})
       v.push_back({op, l, 2, 999, 0, 0, Launch::kGraph});
-    // The other fp4 quantise encoders at every values-per-lane choice, and in a graph.
-    if (l == KvLayout::kV41Fp4)
-      for (int var : {1, 2}) {
-        for (int V : {8, 16, 32, 64})
-          for (int64_t T : {int64_t(777), int64_t(65536)})
-            v.push_back({CompactOp::kQuantize, l, 64, T, V, 0, Launch::kEager, var});
-        v.push_back({CompactOp::kQuantize, l, 7, 1000, 0, 576, Launch::kEager, var});
-        v.push_back({CompactOp::kQuantize, l, 2, 999, 0, 0, Launch::kGraph, var});
-      }
-    // Every dequantise variant: odd pages and a stride, a large batch, a graph launch.
-    for (int var = 1; var < kc::kDequantVariants; ++var) {
-      for (CompactOp op : {CompactOp::kDequantizeBf16, CompactOp::kDequantizeF32}) {
-        if (op == CompactOp::kDequantizeBf16 && var > 1) continue;  // bf16 takes variant 0
-        v.push_back({op, l, 7, 1000, 0, 528, Launch::kEager, var});
-        v.push_back({op, l, 64, 4096, 0, 0, Launch::kEager, var});
-        v.push_back({op, l, 2, 999, 0, 0, Launch::kGraph, var});
-      }
+    // The other fp4 quantise encoder (variant 1) at every values-per-lane choice, and in a graph.
+    if (l == KvLayout::kV41Fp4) {
+      for (int V : {8, 16, 32, 64})
+        for (int64_t T : {int64_t(777), int64_t(65536)})
+          v.push_back({CompactOp::kQuantize, l, 64, T, V, 0, Launch::kEager, 1});
+      v.push_back({CompactOp::kQuantize, l, 7, 1000, 0, 576, Launch::kEager, 1});
+      v.push_back({CompactOp::kQuantize, l, 2, 999, 0, 0, Launch::kGraph, 1});
     }
+    // The other fp32 dequantise kernel (variant 1): odd pages and a stride, a large batch, a graph.
+    v.push_back({CompactOp::kDequantizeF32, l, 7, 1000, 0, 528, Launch::kEager, 1});
+    v.push_back({CompactOp::kDequantizeF32, l, 64, 4096, 0, 0, Launch::kEager, 1});
+    v.push_back({CompactOp::kDequantizeF32, l, 2, 999, 0, 0, Launch::kGraph, 1});
   }
   return v;
 }
@@ -281,6 +275,7 @@ TEST(CompactPagesLauncher, BadArgumentsNameTheField) {
   EXPECT_THAT(q(KvLayout(4), 4, 0), HasSubstr("layout=4"));
   EXPECT_THAT(q(v41, 4, 0, {.values_per_lane = 12}), HasSubstr("values_per_lane=12"));
   EXPECT_THAT(q(fp4, 4, 0, {.values_per_lane = 128}), HasSubstr("values_per_lane=128"));
+  EXPECT_THAT(q(fp4, 4, 0, {.variant = 2}), HasSubstr("variant=2"));
   EXPECT_THAT(q(v41, -1, 0), HasSubstr("n_rows=-1"));
   EXPECT_THAT(q(v41, int64_t(1) << 31, 0), HasSubstr("n_rows=2147483648"));
   EXPECT_THAT(q(v41, 4, 100), HasSubstr("src_stride=100"));
@@ -303,6 +298,11 @@ TEST(CompactPagesLauncher, BadArgumentsNameTheField) {
   EXPECT_THAT(d(fp4, 0, nullptr), HasSubstr("out is null"));
   EXPECT_THAT(d(fp4, 0, fake<float>(4100)), HasSubstr("out is not 16-byte"));
   EXPECT_THAT(d(v41, 0, fake<float>(), nullptr), HasSubstr("slots is null"));
+  EXPECT_THAT(launch_error([&] {
+                kc::dequantize(v41, 64, pool, 10, slots, 4, fake<float>(), 0, err, nullptr,
+                               {.variant = 2});
+              }),
+              HasSubstr("variant=2"));
   EXPECT_TRUE(kc::values_per_lane_supported(v4, 8));
   EXPECT_TRUE(kc::values_per_lane_supported(fp4, 64));
   EXPECT_FALSE(kc::values_per_lane_supported(fp4, 128));

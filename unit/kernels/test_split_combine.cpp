@@ -51,14 +51,13 @@ struct SweepParam {
   int64_t B, S, H, D;
   bool sink, rope;
   Launch launch = Launch::kEager;
-  int variant = 0;  // the kernel; 0: chosen from the shape
   SplitCombineShape shape() const {
     fx::PartialsMix mix;
     mix.sink = sink;
     mix.rope = rope;
     mix.bad_position = 0.1;
     if (B * S * H * D <= 8192) mix.n_pos = 16;  // small cases double as golden files
-    return {B, S, H, D, mix, variant};
+    return {B, S, H, D, mix};
   }
 };
 void PrintTo(const SweepParam& p, std::ostream* os) {
@@ -68,8 +67,7 @@ std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
   const auto& p = i.param;
   return "B" + std::to_string(p.B) + "_S" + std::to_string(p.S) + "_H" + std::to_string(p.H) +
          "_D" + std::to_string(p.D) + (p.sink ? "_sink" : "") + (p.rope ? "_rope" : "") +
-         (p.launch == Launch::kGraph ? "_graph" : "") +
-         (p.variant ? "_var" + std::to_string(p.variant) : "");
+         (p.launch == Launch::kGraph ? "_graph" : "");
 }
 std::vector<SweepParam> sweep() {
   std::vector<SweepParam> v = {
@@ -89,18 +87,6 @@ std::vector<SweepParam> sweep() {
   for (SweepParam p :
        {SweepParam{8, 4, 4, 68, true, true}, SweepParam{16, 8, 128, 512, true, true}}) {
     p.launch = Launch::kGraph;
-    v.push_back(p);
-  }
-  // Both kernels on shapes where the shape would pick the other one.
-  for (SweepParam p :
-       {SweepParam{8, 4, 4, 68, true, true}, SweepParam{1, 16, 128, 512, true, true},
-        SweepParam{3, 33, 7, 1024, true, true}, SweepParam{9, 1, 3, 64, false, false}})
-    v.push_back((p.variant = 1, p));
-  for (SweepParam p :
-       {SweepParam{64, 8, 128, 512, true, true}, SweepParam{74, 4, 16, 512, true, true}})
-    v.push_back((p.variant = 2, p));
-  {
-    SweepParam p{16, 8, 128, 512, true, true, Launch::kGraph, 2};
     v.push_back(p);
   }
   return v;

@@ -25,7 +25,6 @@ std::string SplitCombineShape::str() const {
   os << "B=" << B << " S=" << S << " H=" << H << " D=" << D;
   if (mix.sink) os << " sink";
   if (mix.rope) os << " rope";
-  if (variant) os << " variant=" << variant;
   return os.str();
 }
 
@@ -114,7 +113,6 @@ void SplitCombineCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
   a.out = d.ptr<bf16>("out");
   a.out_lse = d.ptr<float>("out_lse");
   a.errors = d.ptr<int64_t>("errors");
-  a.variant = shape_.variant;
   kern::combine(a, s);
 }
 

@@ -20,9 +20,9 @@ using dsv4::KvLayout;
 // width-limited shuffles inside one wave (2, 4 or 8 lanes per tile); at or above it a lane takes
 // whole tiles (at most 4). 0 picks the layout's default (default_values_per_lane). Every choice
 // gives the same bytes.
-// variant (v41_fp4; the other layouts have one encoder, any variant takes it): 0 the default
-// (packed bf16 comparisons on NVIDIA, integer subtractions elsewhere), 1 integer subtractions, 2
-// packed bf16 counts on NVIDIA (integers elsewhere).
+// variant, the v41_fp4 encoder (the other layouts have one; either variant takes it): 0 the
+// default (packed bf16 comparisons counted on NVIDIA, integer subtractions elsewhere), 1 integer
+// subtractions everywhere.
 struct Options {
   int values_per_lane = 0;
   int variant = 0;
@@ -46,10 +46,10 @@ void quantize(KvLayout l, int64_t page_size, const bf16* src, int64_t src_stride
               const int64_t* slots, int64_t n_rows, uint8_t* pool, int64_t num_pages,
               int64_t* errors, gpu::Stream s, const Options& opt = {});
 
-// The dequantise kernel's variant, all giving the same bytes: 0 the default; 1 its streaming
-// stores; fp32 output only (bf16 takes 0): 2 groups of 4 values whose warp stores cover whole
-// lines, 2 groups per lane, streaming stores; 3 the same with plain stores; 4 with 4 groups.
-inline constexpr int kDequantVariants = 5;
+// The dequantise kernel, both giving the same bytes: 0 the default (fp32 output: 4 groups of 4
+// values per lane whose warp stores cover whole lines, streaming stores), 1 (fp32 output) 8
+// consecutive values per lane. bf16 output has one kernel; either variant takes it.
+inline constexpr int kDequantVariants = 2;
 struct DequantOptions {
   int variant = 0;
 };

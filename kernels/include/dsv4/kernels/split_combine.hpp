@@ -31,9 +31,6 @@ struct Args {
   float* out_lse = nullptr;   // [B, H], natural log, sink excluded; +inf: empty row
   int64_t* errors = nullptr;  // positions outside the table (one per batch row); may be
                               // null when there is no RoPE
-  // The kernel, all giving the same bits: 0 chosen from the shape (columns up to 1024 rows), 1 a
-  // block per row, 2 the row's columns over several blocks (B*H <= 65535).
-  int variant = 0;
 };
 
 // Enqueues the merge on s (capturable, no synchronisation). B*H = 0 launches nothing. Bad

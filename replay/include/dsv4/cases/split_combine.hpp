@@ -21,7 +21,6 @@ namespace st = fx::st;
 struct SplitCombineShape {
   int64_t B = 1, S = 1, H = 1, D = 512;
   fx::PartialsMix mix{};
-  int variant = 0;          // the kernel (kernels::split_combine::Args::variant)
   std::string str() const;  // "B=4 S=8 H=16 D=512 sink rope"
 };
 

@@ -130,27 +130,21 @@ DSV4_HD PairThresholds pair_thresholds(uint8_t sc) {
   return p;
 }
 
-// The two codes of word w as nibbles in place, from the 7 comparisons of both halves (bit 15 and
-// bit 31 of d[i]: |x| > t_i, the other bits ignored): e2m1(low half) at bits 12..15, e2m1(high
-// half) at bits 28..31, every other bit zero. The comparisons are monotonic in i, so the binary
-// search is a bitwise select.
-DSV4_HD uint32_t nibbles_from_compares(uint32_t w, const uint32_t* d, uint32_t sign_mask) {
+// The two codes of word w as nibbles in place: e2m1(low half) at bits 12..15, e2m1(high half) at
+// bits 28..31, every other bit zero.
+DSV4_HD uint32_t encode_pair_nibbles(uint32_t w, const PairThresholds& p) {
+  const uint32_t a = (w & 0x7fff7fffu) | 0x80008000u;
+  uint32_t d[7];
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < 7; ++i) d[i] = a - p.u[i];
   // Bit 15 (and 31) of: c2 = [|x| > t3], c1 = c2 ? [> t5] : [> t1], c0 = the last step.
   const uint32_t c2 = d[3];
   const uint32_t c1 = (d[3] & d[5]) | (~d[3] & d[1]);
   const uint32_t c0 =
       (d[3] & ((d[5] & d[6]) | (~d[5] & d[4]))) | (~d[3] & ((d[1] & d[2]) | (~d[1] & d[0])));
   // Each half's nibble at its bits 12..15: sign, c2, c1, c0.
-  return (w & sign_mask) | ((c2 >> 1) & 0x40004000u) | ((c1 >> 2) & 0x20002000u) |
+  return (w & p.sign_mask) | ((c2 >> 1) & 0x40004000u) | ((c1 >> 2) & 0x20002000u) |
          ((c0 >> 3) & 0x10001000u);
-}
-
-DSV4_HD uint32_t encode_pair_nibbles(uint32_t w, const PairThresholds& p) {
-  const uint32_t a = (w & 0x7fff7fffu) | 0x80008000u;
-  uint32_t d[7];
-  DSV4_FMT_UNROLL
-  for (int i = 0; i < 7; ++i) d[i] = a - p.u[i];
-  return nibbles_from_compares(w, d, p.sign_mask);
 }
 
 DSV4_HD uint8_t encode_pair(uint32_t w, const PairThresholds& p) {
