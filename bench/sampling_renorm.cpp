@@ -47,15 +47,17 @@ int main(int argc, char** argv) {
     const Dev<int32_t> k{std::vector<int32_t>(size_t(B), 50)};
     const Dev<float> p{std::vector<float>(size_t(B), 0.9f)};
     Dev<float> out(size_t(B * kV));
+    const size_t ws_bytes = ks::workspace_bytes(B, kV);
+    Dev<uint8_t> ws(std::max<size_t>(ws_bytes, 1));
     const double bytes = 2.0 * double(B * kV) * 4;  // one read and one write of [B, V]
     const double copy = bench::copy_ceiling_gbps(size_t(B * kV) * 4, stream);
     for (const bool top_p : {false, true}) {
       const double us = bench::median_us(
           [&](int, gpu::Stream st) {
             if (top_p)
-              ks::top_p(probs.p, B, kV, p.p, out.p, st);
+              ks::top_p(probs.p, B, kV, p.p, out.p, ws.p, ws_bytes, st);
             else
-              ks::top_k(probs.p, B, kV, k.p, out.p, st);
+              ks::top_k(probs.p, B, kV, k.p, out.p, ws.p, ws_bytes, st);
           },
           stream);
       const std::string op = top_p ? "top-p" : "top-k";
