@@ -38,8 +38,9 @@ int main(int argc, char** argv) {
   if (!bench::require_gpu("bench_sampling_renorm")) return 0;
   const bench::Peers torch(argc, argv);
   gpu::StreamHandle stream;
-  bench::Table table({"B", "op", "ours us", "GB/s", "copy GB/s", "torch eager", "torch.compile",
-                      "vs eager", "vs compile", "target", ""});
+  bench::Table table(
+      bench::joined(bench::joined({"B", "op", "ours us"}, bench::kTrafficHeader),
+                    {"torch eager", "torch.compile", "vs eager", "vs compile", "target", ""}));
   int missed = 0;
   for (int64_t B : {1, 64, 256}) {
     fx::Rng rng{uint64_t(B)};
@@ -63,22 +64,27 @@ int main(int argc, char** argv) {
       const std::string op = top_p ? "top-p" : "top-k";
       const double need = top_p ? 5.0 : 3.0;
       const auto eager = torch.us("eager " + op, B, kV), comp = torch.us("compile " + op, B, kV);
+      // Judged against the peers that ran; a missing one (torch.compile failing) is named.
       std::string verdict = "n/a";
-      if (eager && comp) {
-        const bool met = *eager / us >= need && *comp / us >= need;
-        verdict = met ? "met" : "MISSED";
+      if (eager || comp) {
+        const bool met = (!eager || *eager / us >= need) && (!comp || *comp / us >= need);
+        verdict = std::string(met ? "met" : "MISSED") + (eager && comp ? ""
+                                                         : eager       ? " (eager only)"
+                                                                       : " (compile only)");
         missed += !met;
       }
-      table.row({std::to_string(B), op, bench::fmt("%.2f", us),
-                 bench::fmt("%.0f", bytes / us / 1e3), bench::fmt("%.0f", copy),
-                 torch.cell("eager " + op, B, kV), torch.cell("compile " + op, B, kV),
-                 eager ? bench::fmt("%.1fx", *eager / us) : "n/a",
-                 comp ? bench::fmt("%.1fx", *comp / us) : "n/a", bench::fmt(">= %.0fx both", need),
-                 verdict});
+      table.row(bench::joined(bench::joined({std::to_string(B), op, bench::fmt("%.2f", us)},
+                                            bench::traffic_cells(bytes, us, copy)),
+                              {torch.cell("eager " + op, B, kV), torch.cell("compile " + op, B, kV),
+                               eager ? bench::fmt("%.1fx", *eager / us) : "n/a",
+                               comp ? bench::fmt("%.1fx", *comp / us) : "n/a",
+                               bench::fmt(">= %.0fx both", need), verdict}));
     }
   }
-  std::printf("V = %lld, softmax rows of N(0,3) logits, k = 50, p = 0.9; times in us (median)\n",
-              (long long)kV);
+  std::printf(
+      "V = %lld, softmax rows of N(0,3) logits, k = 50, p = 0.9; times in us (median); KB moved: "
+      "one read and one write of [B, V] (the passes re-read it from cache)\n",
+      (long long)kV);
   table.print();
   std::printf("targets: %s\n", missed ? "some MISSED (see the table)" : "all met");
   return 0;

@@ -22,8 +22,8 @@ constexpr int kChunk = 4096;            // entries per kept-sum chunk (the refer
 constexpr int kPerThread = kChunk / kThreads;
 constexpr int kPasses = 4;
 constexpr int64_t kMaxV = int64_t(1) << 18;
-constexpr int64_t kBlocksPerSm = 2;    // grid aimed at when B is small
-constexpr int64_t kMaxGridBlocks = 512;  // the workspace covers up to this many blocks
+constexpr int64_t kBlocksPerSm = 2;       // grid aimed at when B is small
+constexpr int64_t kMaxGridBlocks = 512;   // the workspace covers up to this many blocks
 constexpr int64_t kMaxBlocksPerRow = 32;  // bounds the slots each block adds up
 using u64 = unsigned long long;
 
@@ -73,9 +73,9 @@ __device__ __forceinline__ u64 fixed_of(uint32_t bits, int s) {
 
 template <bool kTopP>
 struct Smem {
-  uint32_t lo[kGroups][kBins];                // per-group counts, or low halves of masses
-  uint32_t hi[kTopP ? kGroups : 1][kBins];    // top-p: high halves and carries
-  u64 tot[2][kBins];                          // the row's (or block's) histogram, suffix sums
+  uint32_t lo[kGroups][kBins];              // per-group counts, or low halves of masses
+  uint32_t hi[kTopP ? kGroups : 1][kBins];  // top-p: high halves and carries
+  u64 tot[2][kBins];                        // the row's (or block's) histogram, suffix sums
   float part[kThreads];
   uint32_t bin;
   uint32_t umax;
@@ -105,7 +105,8 @@ __device__ __forceinline__ void each_weight(const float* x, int32_t V, int32_t c
 
 // The largest weight bits of the block's chunks (every thread gets it).
 template <bool kTopP>
-__device__ uint32_t block_max(const float* x, int32_t V, int32_t c0, int32_t step, Smem<kTopP>& sm) {
+__device__ uint32_t block_max(const float* x, int32_t V, int32_t c0, int32_t step,
+                              Smem<kTopP>& sm) {
   uint32_t m = 0;
   each_weight(x, V, c0, step, [&](int32_t, uint32_t w) { m = w > m ? w : m; });
   if (threadIdx.x == 0) sm.umax = 0;
@@ -305,9 +306,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // Pass `pass` of the radix search: the state before it, then this block's histogram of the digit.
 template <bool kTopP>
-__global__ void __launch_bounds__(kThreads) radix_kernel(const float* probs, int32_t V,
-                                                         const int32_t* ks, const float* ps,
-                                                         Work w, int pass) {
+__global__ void __launch_bounds__(kThreads)
+    radix_kernel(const float* probs, int32_t V, const int32_t* ks, const float* ps, Work w,
+                 int pass) {
   __shared__ Smem<kTopP> sm;
   const int64_t row = blockIdx.x / w.bpr;
   const int32_t j = int32_t(blockIdx.x % w.bpr);
@@ -335,8 +336,7 @@ __global__ void __launch_bounds__(kThreads) radix_kernel(const float* probs, int
 
 // The final pivot, then the kept sum of each of this block's chunks.
 template <bool kTopP>
-__global__ void __launch_bounds__(kThreads)
-    sum_kernel(const float* probs, int32_t V, Work w) {
+__global__ void __launch_bounds__(kThreads) sum_kernel(const float* probs, int32_t V, Work w) {
   __shared__ Smem<kTopP> sm;
   const int64_t row = blockIdx.x / w.bpr;
   const int32_t j = int32_t(blockIdx.x % w.bpr);
@@ -400,9 +400,12 @@ size_t carve(int64_t B, int64_t V, int64_t bpr, void* base, Work* w) {
   const size_t total = o_hist + 2 * b * nb * kBins * sizeof(u64);
   if (w) {
     char* p = static_cast<char*>(base);
-    *w = Work{reinterpret_cast<State*>(p + o_state), reinterpret_cast<uint32_t*>(p + o_max),
-              reinterpret_cast<float*>(p + o_csum), reinterpret_cast<u64*>(p + o_hist),
-              int32_t(bpr), int32_t(nc)};
+    *w = Work{reinterpret_cast<State*>(p + o_state),
+              reinterpret_cast<uint32_t*>(p + o_max),
+              reinterpret_cast<float*>(p + o_csum),
+              reinterpret_cast<u64*>(p + o_hist),
+              int32_t(bpr),
+              int32_t(nc)};
   }
   return total;
 }
@@ -428,11 +431,12 @@ bool check(const char* fn, const float* probs, int64_t B, int64_t V, const void*
     bad(fn, "null pointer: probs, out and the per-row k/p are required");
   const size_t need = workspace_bytes(B, V);
   if (need && (!ws || ws_bytes < need))
-    bad(fn, "workspace_bytes=" + std::to_string(ws ? ws_bytes : 0) + " is below workspace_bytes(B=" +
-                std::to_string(B) + ", V=" + std::to_string(V) + ")=" + std::to_string(need));
+    bad(fn, "workspace_bytes=" + std::to_string(ws ? ws_bytes : 0) +
+                " is below workspace_bytes(B=" + std::to_string(B) + ", V=" + std::to_string(V) +
+                ")=" + std::to_string(need));
   if (need && reinterpret_cast<uintptr_t>(ws) % 8)
-    bad(fn, "workspace=" + std::to_string(reinterpret_cast<uintptr_t>(ws)) +
-                " must be 8-byte aligned");
+    bad(fn,
+        "workspace=" + std::to_string(reinterpret_cast<uintptr_t>(ws)) + " must be 8-byte aligned");
   return true;
 }
 

@@ -163,8 +163,9 @@ TEST(SamplingRenormArgs, BadArgumentsNameTheField) {
               HasSubstr("B=-1"));
   EXPECT_THAT(fx::launch_error([&] { ks::top_p(f, 2, 8, nullptr, f, ws, big, nullptr); }),
               HasSubstr("null pointer"));
-  EXPECT_EQ(fx::launch_error([&] { ks::top_k(nullptr, 0, 8, nullptr, nullptr, nullptr, 0, nullptr); }),
-            "no invalid_argument");  // B = 0 launches nothing
+  EXPECT_EQ(
+      fx::launch_error([&] { ks::top_k(nullptr, 0, 8, nullptr, nullptr, nullptr, 0, nullptr); }),
+      "no invalid_argument");  // B = 0 launches nothing
   // The workspace: missing, one byte short, misaligned.
   const size_t need = ks::workspace_bytes(1, 129280);
   ASSERT_GT(need, 0u);
@@ -173,9 +174,9 @@ TEST(SamplingRenormArgs, BadArgumentsNameTheField) {
                         std::to_string(need)));
   EXPECT_THAT(fx::launch_error([&] { ks::top_p(f, 1, 129280, f, f, ws, need - 1, nullptr); }),
               HasSubstr("workspace_bytes=" + std::to_string(need - 1)));
-  EXPECT_THAT(fx::launch_error(
-                  [&] { ks::top_p(f, 1, 129280, f, f, fx::fake<void>(4100), need, nullptr); }),
-              HasSubstr("workspace=4100 must be 8-byte aligned"));
+  EXPECT_THAT(
+      fx::launch_error([&] { ks::top_p(f, 1, 129280, f, f, fx::fake<void>(4100), need, nullptr); }),
+      HasSubstr("workspace=4100 must be 8-byte aligned"));
   EXPECT_THAT(fx::launch_error([&] { (void)ks::workspace_bytes(3, 0); }), HasSubstr("V=0"));
   EXPECT_THAT(fx::launch_error([&] { (void)ks::workspace_bytes(-2, 8); }), HasSubstr("B=-2"));
 }
