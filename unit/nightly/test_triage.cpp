@@ -102,6 +102,24 @@ TEST(Triage, OlderReportsWithoutAFailureListAreRead) {
   EXPECT_EQ(runs.at("kernels").failures[0].id, "kernels/A.B");
 }
 
+TEST(Triage, OlderShardReportsNameTheGoogleTestTests) {
+  test::TempDir d;
+  test::write_file(d / "run/k/suite.json", R"({"suite": "kernels", "exit_code": 1})");
+  test::write_file(
+      d / "run/k/junit.xml",
+      "<testsuite><testcase name=\"kernels_test_x/shard-1-of-2\" status=\"fail\">"
+      "<failure message=\"\"/></testcase><testcase name=\"kernels_test_x/shard-2-of-2\" "
+      "status=\"run\"/></testsuite>");
+  test::write_file(d / "run/k/junit/kernels_test_x/shard-1-of-2.xml",
+                   "<testsuites><testcase name=\"B\" classname=\"A\"><failure message=\"m\"/>"
+                   "</testcase><testcase name=\"C\" classname=\"A\"/></testsuites>");
+  const auto runs = load_run(d / "run");
+  ASSERT_EQ(runs.count("kernels"), 1u);
+  ASSERT_EQ(runs.at("kernels").failures.size(), 1u);
+  EXPECT_EQ(runs.at("kernels").failures[0].id, "kernels_test_x/A.B");
+  EXPECT_EQ(runs.at("kernels").failures[0].detail, "m");
+}
+
 TEST(Triage, CommandLineAppendsToTheSummary) {
   test::TempDir d;
   suite_json(d / "current", "k-attempt1", "kernels", "5", 1, 0, json::array());
