@@ -43,12 +43,12 @@ set(DSV4_GTEST_LIST_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/Dsv4GtestList.cmake)
 # it; when ctest reads the build, cmake/Dsv4GpuTests.cmake turns the list into shards (or per-test
 # tests) with the labels `labels` and one GPU slot each.
 function(dsv4_gpu_tests target room labels)
-  set(list_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_gtest_list.cmake)
+  set(list_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_gtest_tests.cmake)
   add_custom_command(TARGET ${target} POST_BUILD
                      COMMAND ${CMAKE_COMMAND} -D EXE=$<TARGET_FILE:${target}> -D OUT=${list_file}
                              -D WORKDIR=${CMAKE_CURRENT_BINARY_DIR} -P ${DSV4_GTEST_LIST_SCRIPT}
                      BYPRODUCTS ${list_file} VERBATIM)
-  set(include_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_ctest.cmake)
+  set(include_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_shards_include.cmake)
   file(WRITE ${include_file}
        "set(dsv4_target [==[${target}]==])\n"
        "set(dsv4_room [==[${room}]==])\n"

@@ -30,7 +30,7 @@ class GpuTestRegistration : public ::testing::Test {
     test::write_file(dir_ / "build/x_test", kFakeExe, true);
     const auto r =
         test::run_command("cmake -D EXE=" + test::quote(dir_ / "build/x_test") +
-                          " -D OUT=" + test::quote(dir_ / "build/x_test_gtest_list.cmake") +
+                          " -D OUT=" + test::quote(dir_ / "build/x_test_gtest_tests.cmake") +
                           " -D WORKDIR=" + test::quote(dir_ / "build") + " -P " +
                           test::quote(DSV4_SOURCE_DIR "/cmake/Dsv4GtestList.cmake"));
     ASSERT_EQ(r.code, 0) << r.output;
@@ -39,7 +39,7 @@ class GpuTestRegistration : public ::testing::Test {
                      "set(dsv4_target x_test)\nset(dsv4_room room)\nset(dsv4_labels gpu)\n"
                      "set(dsv4_workdir " +
                          dir_ / "build" + ")\n" + "set(dsv4_junit_dir " + dir_ / "build/junit" +
-                         ")\n" + "set(dsv4_list " + dir_ / "build/x_test_gtest_list.cmake" + ")\n" +
+                         ")\n" + "set(dsv4_list " + dir_ / "build/x_test_gtest_tests.cmake" + ")\n" +
                          "set(dsv4_default_shards auto)\nset(dsv4_per_shard 2)\n" +
                          "include(" DSV4_SOURCE_DIR "/cmake/Dsv4GpuTests.cmake)\n");
   }
@@ -68,7 +68,7 @@ class GpuTestRegistration : public ::testing::Test {
 };
 
 TEST_F(GpuTestRegistration, ListingDropsDisabledTestsAndParameterComments) {
-  EXPECT_EQ(test::read_file(dir_ / "build/x_test_gtest_list.cmake"),
+  EXPECT_EQ(test::read_file(dir_ / "build/x_test_gtest_tests.cmake"),
             "set(dsv4_exe [==[" + dir_ / "build/x_test" +
                 "]==])\nset(dsv4_tests [==[A.a;A.b;Shapes/B.d/0;Shapes/B.d/1;Shapes/B.e]==])\n");
 }
@@ -112,7 +112,7 @@ TEST_F(GpuTestRegistration, ShardRunsWithItsEnvironmentAndReportsSkipped) {
 }
 
 TEST_F(GpuTestRegistration, UnbuiltExecutableIsATestThatFails) {
-  std::filesystem::remove(dir_ / "build/x_test_gtest_list.cmake");
+  std::filesystem::remove(dir_ / "build/x_test_gtest_tests.cmake");
   EXPECT_EQ(names(tests()), (std::vector<std::string>{"x_test_NOT_BUILT"}));
 }
 
