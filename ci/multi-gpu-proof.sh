@@ -60,7 +60,7 @@ summary=$out/summary.md
 status=0
 
 # Counts of a run's JUnit: CTest tests, and GoogleTest tests with each shard read from its XML.
-count_junit() {  # junit.xml -> "ctest: P passed, F failed, S skipped; tests: P passed, ..."
+count_junit() {  # junit.xml -> "ctest: P passed, ..., T test-seconds; GoogleTest tests: P passed, ..."
   python3 - "$1" <<'PY'
 import os, re, sys
 import xml.etree.ElementTree as ET
@@ -81,9 +81,11 @@ except Exception as e:
     sys.exit(0)
 ct = {"passed": 0, "failed": 0, "skipped": 0}
 gt = dict(ct)
+seconds = 0.0
 for case in root.iter("testcase"):
     name, kind = case.get("name", ""), outcome(case)
     ct[kind] += 1
+    seconds += float(case.get("time") or 0)
     xml = None
     if re.search(r"/shard-[0-9]+-of-[0-9]+$", name):
         m = re.search(r"GoogleTest XML: (\S+)", case.findtext("system-out") or "")
@@ -96,7 +98,7 @@ for case in root.iter("testcase"):
         continue
     for t in ET.parse(xml).getroot().iter("testcase"):
         gt[outcome(t)] += 1
-print(f"ctest: {fmt(ct)}; GoogleTest tests: {fmt(gt)}")
+print(f"ctest: {fmt(ct)}, {seconds:.0f} test-seconds; GoogleTest tests: {fmt(gt)}")
 PY
 }
 
@@ -147,7 +149,7 @@ run() {
     echo "- $(grep -E 'tests passed|tests failed' "$dir/ctest.log" | tail -n 1)"
     echo "- $(count_junit "$dir/junit.xml")"
     echo "- GoogleTest tests started per GPU (device log):" \
-         "$(awk '{sub(/^gpu=/, "", $2); n[$2]++} END {for (g in n) printf "%s: %d; ", g, n[g]}' "$dir/devices.log" 2>/dev/null)"
+         "$(awk '{g = $2; if (match(g, /id:[0-9]+/)) g = "GPU " substr(g, RSTART + 3, RLENGTH - 3); n[g]++} END {for (g in n) printf "%s: %d; ", g, n[g]}' "$dir/devices.log" 2>/dev/null)"
     echo "- test processes (CUDA contexts): $(grep -c 'Test *#' "$dir/ctest.log")"
     if [ -s "$dir/smi.csv" ]; then
       echo "- peak memory / utilisation per GPU:" \
@@ -172,9 +174,9 @@ fi
   echo
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2fx", a / b; else print "n/a"}'; }
   [ -n "$wall_all_sharded" ] &&
-    echo "- all $gpus GPUs against one (sharded, -j $jobs): $wall_all_sharded s vs $wall_one_sharded s, $(ratio "$wall_one_sharded" "$wall_all_sharded") faster"
+    echo "- all $gpus GPUs against one (sharded, -j $jobs): $wall_all_sharded s vs $wall_one_sharded s, speed-up $(ratio "$wall_one_sharded" "$wall_all_sharded")"
   [ -n "$wall_one_per_test" ] &&
-    echo "- sharded against per-test (one GPU, -j $jobs): $wall_one_sharded s vs $wall_one_per_test s, $(ratio "$wall_one_per_test" "$wall_one_sharded") faster"
+    echo "- sharded against per-test (one GPU, -j $jobs): $wall_one_sharded s vs $wall_one_per_test s, speed-up $(ratio "$wall_one_per_test" "$wall_one_sharded")"
 } >>"$summary"
 cat "$summary"
 exit $status

@@ -39,8 +39,8 @@ class GpuTestRegistration : public ::testing::Test {
                      "set(dsv4_target x_test)\nset(dsv4_room room)\nset(dsv4_labels gpu)\n"
                      "set(dsv4_workdir " +
                          dir_ / "build" + ")\n" + "set(dsv4_junit_dir " + dir_ / "build/junit" +
-                         ")\n" + "set(dsv4_list " + dir_ / "build/x_test_gtest_tests.cmake" + ")\n" +
-                         "set(dsv4_default_shards auto)\nset(dsv4_per_shard 2)\n" +
+                         ")\n" + "set(dsv4_list " + dir_ / "build/x_test_gtest_tests.cmake" +
+                         ")\n" + "set(dsv4_default_shards auto)\nset(dsv4_per_shard 2)\n" +
                          "include(" DSV4_SOURCE_DIR "/cmake/Dsv4GpuTests.cmake)\n");
   }
   // ctest's listing of the build: test name -> its properties.
