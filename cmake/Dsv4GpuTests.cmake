@@ -2,7 +2,8 @@
 # registers the executable's GoogleTest tests as shards "<target>/shard-<i>-of-<N>" (or, with
 # DSV4_GPU_TEST_SHARDS=per-test, one test "<room>/<Suite.Test>" each), labelled, one GPU slot each.
 # Inputs: dsv4_target dsv4_room dsv4_labels dsv4_workdir dsv4_junit_dir dsv4_list
-# dsv4_default_shards dsv4_per_shard; the list file sets dsv4_exe and dsv4_tests.
+# dsv4_default_shards dsv4_per_shard (DSV4_GPU_TEST_SHARDS and DSV4_GPU_TESTS_PER_SHARD in ctest's
+# environment override the last two); the list file sets dsv4_exe and dsv4_tests.
 if(NOT EXISTS "${dsv4_list}")
   add_test("${dsv4_target}_NOT_BUILT" "${dsv4_target}_NOT_BUILT")
   return()
@@ -11,6 +12,9 @@ include("${dsv4_list}")
 set(dsv4_mode "$ENV{DSV4_GPU_TEST_SHARDS}")
 if(dsv4_mode STREQUAL "")
   set(dsv4_mode "${dsv4_default_shards}")
+endif()
+if("$ENV{DSV4_GPU_TESTS_PER_SHARD}" MATCHES "^[1-9][0-9]*$")
+  set(dsv4_per_shard "$ENV{DSV4_GPU_TESTS_PER_SHARD}")
 endif()
 list(LENGTH dsv4_tests dsv4_count)
 

@@ -24,7 +24,8 @@ endfunction()
 # a process pays for its CUDA/HIP context once per shard instead of once per test (context
 # creation is serialised in the driver and dominated the suite: docs/DESIGN.md). per-test: one
 # CTest test per GoogleTest test, "<room>/<Suite.Test>", as gtest_discover_tests names them.
-# DSV4_GPU_TEST_SHARDS in ctest's environment overrides the default without reconfiguring.
+# DSV4_GPU_TEST_SHARDS and DSV4_GPU_TESTS_PER_SHARD in ctest's environment override the cache
+# values without reconfiguring.
 set(DSV4_GPU_TEST_SHARDS "auto" CACHE STRING
     "GPU test executables in CTest: auto (one shard per DSV4_GPU_TESTS_PER_SHARD tests), a number of shards per executable, or per-test")
 set(DSV4_GPU_TESTS_PER_SHARD 16 CACHE STRING "GoogleTest tests per shard when DSV4_GPU_TEST_SHARDS is auto")

@@ -24,6 +24,9 @@ echo "shard ${GTEST_SHARD_INDEX:-none} of ${GTEST_TOTAL_SHARDS:-none}: $*"
 exit 0
 )X";
 
+// ctest without the caller's registration choices.
+const std::string kClean = "env -u DSV4_GPU_TEST_SHARDS -u DSV4_GPU_TESTS_PER_SHARD";
+
 class GpuTestRegistration : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -45,8 +48,8 @@ class GpuTestRegistration : public ::testing::Test {
   }
   // ctest's listing of the build: test name -> its properties.
   std::map<std::string, json> tests(const std::string& env = "") {
-    const auto r = test::run_command(env + " ctest --test-dir " + test::quote(dir_ / "build") +
-                                     " --show-only=json-v1");
+    const auto r = test::run_command(kClean + " " + env + " ctest --test-dir " +
+                                     test::quote(dir_ / "build") + " --show-only=json-v1");
     EXPECT_EQ(r.code, 0) << r.output;
     std::map<std::string, json> out;
     const json listing = json::parse(r.output.substr(r.output.find('{')));
@@ -74,7 +77,7 @@ TEST_F(GpuTestRegistration, ListingDropsDisabledTestsAndParameterComments) {
 }
 
 TEST_F(GpuTestRegistration, AutoShardsByTestsPerShard) {
-  const auto t = tests("env -u DSV4_GPU_TEST_SHARDS");
+  const auto t = tests();
   EXPECT_EQ(names(t), (std::vector<std::string>{"x_test/shard-1-of-3", "x_test/shard-2-of-3",
                                                 "x_test/shard-3-of-3"}));
   const json& s = t.at("x_test/shard-2-of-3");
@@ -91,6 +94,8 @@ TEST_F(GpuTestRegistration, EnvironmentPicksShardsOrPerTest) {
   EXPECT_EQ(names(tests("DSV4_GPU_TEST_SHARDS=2")),
             (std::vector<std::string>{"x_test/shard-1-of-2", "x_test/shard-2-of-2"}));
   EXPECT_EQ(tests("DSV4_GPU_TEST_SHARDS=50").size(), 5u) << "no more shards than tests";
+  EXPECT_EQ(names(tests("DSV4_GPU_TESTS_PER_SHARD=4")),
+            (std::vector<std::string>{"x_test/shard-1-of-2", "x_test/shard-2-of-2"}));
   const auto t = tests("DSV4_GPU_TEST_SHARDS=per-test");
   EXPECT_EQ(names(t), (std::vector<std::string>{"room/A.a", "room/A.b", "room/Shapes/B.d/0",
                                                 "room/Shapes/B.d/1", "room/Shapes/B.e"}));
@@ -99,12 +104,12 @@ TEST_F(GpuTestRegistration, EnvironmentPicksShardsOrPerTest) {
 }
 
 TEST_F(GpuTestRegistration, ShardRunsWithItsEnvironmentAndReportsSkipped) {
-  auto r = test::run_command("env -u FAKE_SKIP -u DSV4_GPU_TEST_SHARDS ctest -V --test-dir " +
+  auto r = test::run_command(kClean + " -u FAKE_SKIP ctest -V --test-dir " +
                              test::quote(dir_ / "build") + " -R shard-1-of");
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("shard 0 of 3: --gtest_output=xml:"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Passed"), std::string::npos) << r.output;
-  r = test::run_command("FAKE_SKIP=1 ctest --test-dir " + test::quote(dir_ / "build"));
+  r = test::run_command(kClean + " FAKE_SKIP=1 ctest --test-dir " + test::quote(dir_ / "build"));
   EXPECT_EQ(r.code, 0) << r.output;
   size_t skipped = 0;
   for (size_t at = 0; (at = r.output.find("***Skipped", at)) != std::string::npos; ++at) ++skipped;
