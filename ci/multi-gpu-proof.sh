@@ -138,7 +138,9 @@ run() {
   wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}')
   eval "wall_$name=$wall"
   local verdict="exit $rc"
-  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then verdict="stopped at the $limit s limit"; status=1
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    verdict="stopped at the $limit s limit"; status=1; wall=">=$wall"; eval "wall_$name=$limit"
+    stopped="$stopped $name"
   elif [ "$rc" -ne 0 ]; then status=1; fi
   {
     echo "## $label"
@@ -146,7 +148,7 @@ run() {
     echo "- command: \`${vis[*]:+${vis[*]} }$* ctest --test-dir $build -L gpu -j $jobs --resource-spec-file spec.json\`"
     echo "- resource spec: $(grep -c '"id"' "$dir/spec.json") GPU(s), $(grep -o '"slots": [0-9]*' "$dir/spec.json" | head -n 1 | grep -o '[0-9]*') slots each"
     echo "- wall time: **$wall s** ($verdict)"
-    echo "- $(grep -E 'tests passed|tests failed' "$dir/ctest.log" | tail -n 1)"
+    echo "- $(grep -E 'tests passed|tests failed' "$dir/ctest.log" | tail -n 1 | grep . || echo 'ctest printed no summary')"
     echo "- $(count_junit "$dir/junit.xml")"
     echo "- GoogleTest tests started per GPU (device log):" \
          "$(awk '{g = $2; if (match(g, /id:[0-9]+/)) g = "GPU " substr(g, RSTART + 3, RLENGTH - 3); n[g]++} END {for (g in n) printf "%s: %d; ", g, n[g]}' "$dir/devices.log" 2>/dev/null)"
@@ -160,7 +162,7 @@ run() {
   echo "multi-gpu-proof: $label: $wall s ($verdict)" >&2
 }
 
-wall_one_sharded='' wall_all_sharded='' wall_one_per_test=''
+wall_one_sharded='' wall_all_sharded='' wall_one_per_test='' stopped=''
 run "(a) one GPU, sharded" one_sharded one env -u DSV4_GPU_TEST_SHARDS
 if [ "$mode" != sharding ]; then
   run "(b) all $gpus GPUs, sharded" all_sharded all env -u DSV4_GPU_TEST_SHARDS
@@ -173,6 +175,7 @@ fi
   echo "## Comparison"
   echo
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2fx", a / b; else print "n/a"}'; }
+  [ -n "$stopped" ] && echo "- stopped at the limit (their time counts as $limit s, a lower bound):$stopped"
   [ -n "$wall_all_sharded" ] &&
     echo "- all $gpus GPUs against one (sharded, -j $jobs): $wall_all_sharded s vs $wall_one_sharded s, speed-up $(ratio "$wall_one_sharded" "$wall_all_sharded")"
   [ -n "$wall_one_per_test" ] &&
