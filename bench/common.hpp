@@ -117,6 +117,22 @@ inline std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// Traffic cells of a table row, after the header cells kTrafficHeader: the bytes a call moves
+// (KB), the achieved GB/s, the copy ceiling's GB/s measured in the same run, and the fraction of
+// it.
+inline const std::vector<std::string> kTrafficHeader = {"KB moved", "GB/s", "copy GB/s", "of copy"};
+inline std::vector<std::string> traffic_cells(double bytes, double us, double copy_gbps) {
+  const double gbps = bytes / (us * 1e3);
+  return {fmt("%.0f", bytes / 1e3), fmt("%.0f", gbps), fmt("%.0f", copy_gbps),
+          fmt("%.0f%%", 100.0 * gbps / copy_gbps)};
+}
+// `head` followed by `tail` (a row or a header with traffic cells spliced in).
+inline std::vector<std::string> joined(std::vector<std::string> head,
+                                       const std::vector<std::string>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
 // False, with a note, when the build or the machine has no GPU (the caller exits 0: a benchmark
 // is not a test); else prints the table's first line: the benchmark, the device and the backend.
 inline bool require_gpu(const char* name) {

@@ -3,6 +3,9 @@
 // ceiling measured in the same run, beside the PyTorch peer (gather + dequantise + explicit
 // softmax with the sink, eager and torch.compile) timed in the same device session:
 // python3 bench/torch_peers.py sparse_decode > peers.csv; bench_sparse_decode --torch peers.csv.
+// Compute beside it: the 4 * B * Hq * K * 512 flops of the two products (q k^T and P V) as TFLOP/s
+// and as a share of the card's dense bf16 matrix peak (published figure, where the card is known),
+// so a row shows whether it is bound by the gather or by the matrix units.
 // Targets (issue 13): >= 40% of copy at B=64, Hq=128, K=2048 (both layouts); >= 3x the faster
 // torch column.
 #include <algorithm>
@@ -31,6 +34,16 @@ struct Result {
   Case c;
   double bytes, us, copy_gbps;
 };
+
+// Dense bf16 matrix peak of the card in TFLOP/s from its vendor's data sheet (half the figure
+// quoted with 2:4 sparsity), 0 where this table does not know the card.
+double bf16_peak_tflops(const gpu::DeviceInfo& d) {
+  if (d.name.find("H200") != std::string::npos) return 989.5;  // H200 SXM
+  if (d.name.find("H100") != std::string::npos && d.name.find("PCIe") == std::string::npos)
+    return 989.5;  // H100 SXM
+  if (d.name.find("MI300X") != std::string::npos) return 1307.4;
+  return 0;
+}
 
 Result run(const Case& c, gpu::Stream s) {
   fx::Rng rng(uint64_t(c.B * 7 + c.K + int(c.layout)));
@@ -85,18 +98,21 @@ int main(int argc, char** argv) {
   for (KvLayout l : {KvLayout::kV41, KvLayout::kV41Fp4}) {
     cases.push_back({l, 1, 128, 2048, 64, 0});
     cases.push_back({l, 1, 128, 2048, 64, 16});
+    cases.push_back({l, 1, 128, 2048, 64, 64});
     cases.push_back({l, 64, 128, 2048, 64, 0});
     cases.push_back({l, 64, 128, 2048, 64, 2});
   }
   std::vector<Result> results;
   for (const Case& c : cases) results.push_back(run(c, stream));
 
+  const double peak = bf16_peak_tflops(gpu::device_info());
   bench::Table table({"layout", "B", "Hq", "K", "P", "splits", "MB gathered", "us", "GB/s",
-                      "copy GB/s", "of copy", "torch eager us", "torch.compile us", "vs best torch",
-                      "targets", ""});
+                      "copy GB/s", "of copy", "TFLOP/s", "of bf16 peak", "torch eager us",
+                      "torch.compile us", "vs best torch", "targets", ""});
   int missed = 0;
   for (const Result& r : results) {
     const double gbps = r.bytes / (r.us * 1e3);
+    const double tflops = 4.0 * double(r.c.B * r.c.H * r.c.K) * 512 / (r.us * 1e6);
     const std::string peer = std::string("sparse_decode ") + kv_layout_name(r.c.layout) + " H" +
                              std::to_string(r.c.H) + " P" + std::to_string(r.c.P);
     double best = 0;
@@ -116,11 +132,15 @@ int main(int argc, char** argv) {
          r.c.splits ? std::to_string(r.c.splits) + " + combine" : "-",
          bench::fmt("%.2f", r.bytes / 1e6), bench::fmt("%.2f", r.us), bench::fmt("%.0f", gbps),
          bench::fmt("%.0f", r.copy_gbps), bench::fmt("%.0f%%", 100 * gbps / r.copy_gbps),
+         bench::fmt("%.1f", tflops), peak > 0 ? bench::fmt("%.1f%%", 100 * tflops / peak) : "n/a",
          torch.cell("eager " + peer, r.c.B, r.c.K), torch.cell("compile " + peer, r.c.B, r.c.K),
          best > 0 ? bench::fmt("%.1fx", best / r.us) : "n/a", target, verdict});
   }
   table.print();
   std::printf("torch peer: the same shapes, every index a key, the sink included\n");
+  std::printf("bf16 peak: %s\n", peak > 0
+                                     ? bench::fmt("%.1f TFLOP/s dense (data sheet)", peak).c_str()
+                                     : "not known for this card");
   std::printf("targets: %s\n", missed ? "some MISSED (see the table)" : "all met");
   return 0;
 }

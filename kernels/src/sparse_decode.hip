@@ -1,13 +1,19 @@
-// sparse_decode kernel: one block per (query, group of 16 heads, split). Tiles of 16 key columns:
-// the block gathers and dequantises the tile's rows into shared memory (bf16, SGLang's reader
-// rules through the shared codecs), each thread scores one (head, key) pair in fp32, the 16
-// threads of a head keep the online softmax (base 2) by width-16 shuffles, and each thread
-// accumulates 32 of its head's 512 output values.
+// sparse_decode kernel on matrix cores (dsv4/gpu/mma.hpp): one block per (query, group of 16 G
+// heads, split), G = 4 (64 heads) on NVIDIA when H allows it, else 1. Per tile of kTile key columns
+// the block gathers and dequantises the rows into shared memory (bf16, SGLang's reader rules
+// through the shared codecs; the next tile's bytes are loaded before this tile's scores and
+// decoded into the other buffer during its softmax), so every tile serves all the block's heads.
+// Warp w owns heads 16 (w / Dp) .. +16 and output values [Dw (w % Dp), +Dw), Dw = 512 / Dp: it
+// multiplies its heads' q by the tile's keys over its Dw values (bf16 x bf16 -> fp32 tiles), the
+// Dp partial scores of a head are added in shared memory in a fixed order, the online softmax
+// (base 2, fp32) runs on them, P is rounded to bf16 for the output product P V with V the same
+// rows (MLA), and the sums that normalise stay fp32. Output through a shared-memory staging tile.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
 #include "dsv4/gpu/gpu.hpp"
+#include "dsv4/gpu/mma.hpp"
 #include "dsv4/kernels/sparse_decode.hpp"
 #include "dsv4/ref/formats/kv_tiles.hpp"
 #include "dsv4/ref/fp32_math.hpp"
@@ -15,22 +21,58 @@
 namespace dsv4::kernels::sparse_decode {
 namespace {
 
+namespace mma = gpu::mma;
+
 constexpr int kThreads = 256;
-constexpr int kTile = 16;   // key columns per tile
-constexpr int kGroup = 16;  // heads per block
 constexpr int kD = kTokenValues;
-constexpr int kRow = kD + 8;  // bf16 per shared row: 16 bytes of padding spread the banks
+constexpr int kLd = kD + 8;  // bf16 per shared row of q and keys: 16 bytes of padding per row
+#if DSV4_GPU_CUDA
+constexpr int kTile = 32;  // key columns per tile
+constexpr int kMaxGroups = 4;
+#else  // AMD: 64 KB of LDS per block
+constexpr int kTile = 16;
+constexpr int kMaxGroups = 1;
+#endif
+constexpr int kItems = kTile * 16 / kThreads;  // 32-value pieces of a tile per thread
+constexpr int kLdS = kTile + 1;                // fp32 per shared row of partial scores
+constexpr int kLdP = kTile + 8;                // bf16 per shared row of P
+constexpr int kScoreRows = 8 * 16;             // Dp * 16 G (8 warps of 32 lanes at most)
+static_assert(kItems >= 1 && kTile % 16 == 0);
+// Whether the next tile's bytes are loaded before this tile's scores (in flight during them) or
+// just before they are decoded: the scalar tiles of targets without matrix cores leave no
+// registers for them.
+#if DSV4_MMA_SCALAR
+constexpr bool kEarlyLoads = false;
+#else
+constexpr bool kEarlyLoads = true;
+#endif
 
 #if DSV4_GPU_NONE
 struct alignas(16) U4 {
   uint32_t x, y, z, w;
 };
-struct alignas(8) uint2 {
-  uint32_t x, y;
-};
 #else
 using U4 = uint4;
 #endif
+
+// Shared memory of a block of G head groups, in bytes from the start:
+//   keys [2][kTile][kLd] bf16 | q [16G][kLd] bf16 | partial scores [kScoreRows][kLdS] fp32 |
+//   P [16G][kLdP] bf16 | alpha, m, l [16G] fp32 | valid [2][kTile] int.
+// The output staging tile [16G][kD + 4] fp32 reuses the keys and q.
+struct Smem {
+  int G;
+  DSV4_HD constexpr int keys() const { return 0; }
+  DSV4_HD constexpr int q() const { return 2 * kTile * kLd * 2; }
+  DSV4_HD constexpr int scores() const { return q() + 16 * G * kLd * 2; }
+  DSV4_HD constexpr int p() const { return scores() + kScoreRows * kLdS * 4; }
+  DSV4_HD constexpr int stats() const { return p() + 16 * G * kLdP * 2; }
+  DSV4_HD constexpr int valid() const { return stats() + 3 * 16 * G * 4; }
+  DSV4_HD constexpr int bytes() const { return valid() + 2 * kTile * 4; }
+};
+constexpr int kLdO = kD + 4;  // fp32 per row of the output staging tile
+static_assert(16 * kMaxGroups * kLdO * 4 <= Smem{kMaxGroups}.scores());
+static_assert(16 * kLdO * 4 <= Smem{1}.scores());
+static_assert(Smem{4}.scores() % 16 == 0 && Smem{4}.p() % 16 == 0 && Smem{1}.p() % 16 == 0);
 
 struct KArgs {
   Args a;
@@ -40,222 +82,392 @@ struct KArgs {
   float* o;    // split partials, or null for the unsplit output
 };
 
-__device__ __forceinline__ void unpack(const U4& v, uint32_t* w) {
-  w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+// The bytes of 32 consecutive values [32 part, +32) of one token, as loaded: v41 32 codes and
+// their scale; v41_fp4 16 bytes of nibbles and two scales; v4 32 codes and their scale, or (parts
+// 14, 15) 64 bytes of raw bf16.
+struct Raw {
+  U4 v[4];
+  uint32_t sc;
+};
+
+__device__ __forceinline__ void load_raw(const Cache& c, int64_t slot, int part, Raw& r) {
+  const PageLayout L = page_layout(c.layout);
+  const uint8_t* data = c.pool + L.data_row_offset(slot, c.page_size);
+  const uint8_t* scale = c.pool + L.scale_row_offset(slot, c.page_size);
+  if (L.fp4) {
+    r.v[0] = *reinterpret_cast<const U4*>(data + 16 * part);
+    r.sc = scale[2 * part] | uint32_t(scale[2 * part + 1]) << 8;
+    return;
+  }
+  const int first = 32 * part;
+  if (first >= L.quant_values) {  // v4: the raw bf16 RoPE part
+    const U4* raw =
+        reinterpret_cast<const U4*>(data + L.quant_values + 2 * (first - L.quant_values));
+    DSV4_UNROLL
+    for (int i = 0; i < 4; ++i) r.v[i] = raw[i];
+    return;
+  }
+  r.v[0] = reinterpret_cast<const U4*>(data + first)[0];
+  r.v[1] = reinterpret_cast<const U4*>(data + first)[1];
+  r.sc = scale[first / L.tile_values];
 }
 
-// Two decoded values (fp32 bits from the shared tile readers of formats/kv_tiles.hpp) rounded once
-// to bf16, as SGLang reads them, packed with the first in the low half.
+__device__ __forceinline__ uint32_t word(const U4* v, int i) {
+  const U4& u = v[i / 4];
+  return i % 4 == 0 ? u.x : i % 4 == 1 ? u.y : i % 4 == 2 ? u.z : u.w;
+}
+
+// Two decoded values (fp32 bits) rounded once to bf16, as SGLang reads them, packed with the
+// first in the low half.
 __device__ __forceinline__ uint32_t bf16_pair(uint32_t lo_bits, uint32_t hi_bits) {
   return uint32_t(f32_to_bf16(f32_from_bits(lo_bits)).bits) |
          (uint32_t(f32_to_bf16(f32_from_bits(hi_bits)).bits) << 16);
 }
 
-// Values [32 part + 16 half, +16) of a token as 8 words of bf16 pairs (half a part at a time keeps
-// the decode's registers low on every target).
-__device__ __forceinline__ void load_half(const Cache& c, int64_t slot, int part, int half,
-                                          uint32_t* w) {
-  const PageLayout L = page_layout(c.layout);
-  const uint8_t* data = c.pool + L.data_row_offset(slot, c.page_size);
-  const uint8_t* scale = c.pool + L.scale_row_offset(slot, c.page_size);
-  const int first = 32 * part + 16 * half;  // first value
+// The 32 values of a Raw as 16 words of bf16 pairs (value 2i in the low half of w[i]).
+__device__ __forceinline__ void decode_raw(KvLayout layout, int part, const Raw& r, uint32_t* w) {
+  const PageLayout L = page_layout(layout);
   if (L.fp4) {
-    const uint2 v = *reinterpret_cast<const uint2*>(data + first / 2);
-    const uint8_t sc = scale[first / 16];
     DSV4_UNROLL
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t byte = ((i < 4 ? v.x : v.y) >> (8 * (i % 4))) & 0xffu;
-      w[i] = bf16_pair(kv::fp4_decode_bits(uint8_t(byte & 0xfu), sc),
-                       kv::fp4_decode_bits(uint8_t(byte >> 4), sc));
+    for (int h = 0; h < 2; ++h) {
+      const nvfp4::PairTable t = nvfp4::pair_table(uint8_t(r.sc >> (8 * h)));
+      nvfp4::decode8_bf16(word(r.v, 2 * h), t, w + 8 * h);
+      nvfp4::decode8_bf16(word(r.v, 2 * h + 1), t, w + 8 * h + 4);
     }
     return;
   }
-  if (first >= L.quant_values) {  // v4: the raw bf16 RoPE part
-    const U4* raw =
-        reinterpret_cast<const U4*>(data + L.quant_values + 2 * (first - L.quant_values));
-    unpack(raw[0], w);
-    unpack(raw[1], w + 4);
+  if (32 * part >= L.quant_values) {
+    DSV4_UNROLL
+    for (int i = 0; i < 16; ++i) w[i] = word(r.v, i);
     return;
   }
-  uint32_t codes[4];
-  unpack(*reinterpret_cast<const U4*>(data + first), codes);
-  const uint8_t sc = scale[first / L.tile_values];
-  const bool v41 = c.layout == KvLayout::kV41;
+  const uint8_t sc = uint8_t(r.sc);
+  if (layout == KvLayout::kV41) {
+    const bool short_scale = mxfp8::decode_short_scale(sc);
+    DSV4_UNROLL
+    for (int i = 0; i < 8; ++i) {
+      const uint32_t codes = word(r.v, i);
+      if (short_scale && mxfp8::four_normal_codes(codes)) {
+        mxfp8::move4_bf16(codes, sc - 7u, w + 2 * i);
+      } else {
+        w[2 * i] = bf16_pair(kv::v41_decode_bits(uint8_t(codes), sc),
+                             kv::v41_decode_bits(uint8_t(codes >> 8), sc));
+        w[2 * i + 1] = bf16_pair(kv::v41_decode_bits(uint8_t(codes >> 16), sc),
+                                 kv::v41_decode_bits(uint8_t(codes >> 24), sc));
+      }
+    }
+    return;
+  }
   DSV4_UNROLL
-  for (int i = 0; i < 8; ++i) {
-    const uint8_t c0 = uint8_t(codes[i / 2] >> (16 * (i % 2)));
-    const uint8_t c1 = uint8_t(codes[i / 2] >> (16 * (i % 2) + 8));
-    w[i] = v41 ? bf16_pair(kv::v41_decode_bits(c0, sc), kv::v41_decode_bits(c1, sc))
-               : bf16_pair(kv::v4_decode_bits(c0, sc, L.fp8), kv::v4_decode_bits(c1, sc, L.fp8));
+  for (int i = 0; i < 8; ++i) kv::v4_decode4_bf16(word(r.v, i), sc, L.fp8, w + 2 * i);
+}
+
+// The block's tiles: those of main's columns in [c0, c1), then those of extra's, each range cut
+// at its query's valid length.
+struct Tiles {
+  int64_t lo0, hi0, lo1, hi1, n0, n;
+  __device__ __forceinline__ Tiles(const Args& a, int64_t b, int64_t c0, int64_t c1) {
+    range(a.main, b, 0, c0, c1, lo0, hi0);
+    lo1 = hi1 = 0;
+    if (a.extra.pool) range(a.extra, b, a.main.K, c0, c1, lo1, hi1);
+    n0 = (hi0 - lo0 + kTile - 1) / kTile;
+    n = n0 + (hi1 - lo1 + kTile - 1) / kTile;
+  }
+  // Columns [lo, hi) of cache c (which starts at column `start`) in [c0, c1), below its length.
+  __device__ __forceinline__ static void range(const Cache& c, int64_t b, int64_t start, int64_t c0,
+                                               int64_t c1, int64_t& lo, int64_t& hi) {
+    int64_t len = c.lengths[b];
+    len = len < 0 ? 0 : (len > c.K ? c.K : len);
+    lo = c0 > start ? c0 : start;
+    hi = c1 < start + len ? c1 : start + len;
+    if (hi < lo) hi = lo;
+  }
+  __device__ __forceinline__ int seg(int64_t t) const { return t < n0 ? 0 : 1; }
+  __device__ __forceinline__ int64_t first(int64_t t) const {
+    return t < n0 ? lo0 + t * kTile : lo1 + (t - n0) * kTile;
+  }
+  __device__ __forceinline__ int64_t end(int64_t t) const { return t < n0 ? hi0 : hi1; }
+};
+
+// Gather step 1: the slot of each of this thread's pieces of tile t (-1: no key; an error column
+// adds one to `errors`, in the thread holding its first piece) and its bytes.
+__device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t t, int64_t b,
+                                          int tid, int32_t* slot, Raw* raw, unsigned& errors) {
+  const int s = T.seg(t);
+  const Cache& c = s == 0 ? a.main : a.extra;
+  const int64_t start = s == 0 ? 0 : a.main.K;
+  const int64_t t0 = T.first(t), capacity = c.num_pages * c.page_size;
+  DSV4_UNROLL
+  for (int i = 0; i < kItems; ++i) {
+    const int item = tid + kThreads * i, j = item / 16, part = item % 16;
+    const int64_t col = t0 + j;
+    slot[i] = -1;
+    if (col < T.end(t)) {
+      const int32_t idx = c.indices[b * c.K + (col - start)];
+      if (idx >= 0 && idx < capacity)
+        slot[i] = idx;
+      else if (idx != -1 && part == 0)
+        ++errors;
+    }
+    if (slot[i] >= 0) load_raw(c, slot[i], part, raw[i]);
   }
 }
 
-__device__ __forceinline__ float lo_f(uint32_t w) { return f32_from_bits(w << 16); }
-__device__ __forceinline__ float hi_f(uint32_t w) { return f32_from_bits(w & 0xffff0000u); }
-
-__global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
-  const Args& a = k.a;
-  __shared__ U4 sq[kGroup][kRow / 8];
-  __shared__ U4 sk[kTile][kRow / 8];
-  __shared__ float sp[kGroup][kTile + 1];
-  __shared__ int svalid[kTile];
-
-  const int tid = threadIdx.x;
-  const int64_t b = blockIdx.x;
-  const int hg = blockIdx.y;
-  const int64_t split = blockIdx.z;
-  const int hl = tid / 16, lane16 = tid % 16;  // head of this thread; key (phase A) or dims
-  const int64_t h = int64_t(hg) * kGroup + hl;
-
-  // q of the group: thread t moves 32 values of head t / 16.
-  {
-    const U4* src = reinterpret_cast<const U4*>(a.q + (b * a.H + h) * kD) + lane16 * 4;
-    DSV4_UNROLL
-    for (int i = 0; i < 4; ++i) sq[hl][lane16 * 4 + i] = src[i];
-  }
-  const float scale2 = a.sm_scale * f32m::kLog2e;
-  float m = -f32m::inf(), l = 0.0f;
-  float acc[32];
+// Gather step 2: the pieces decoded into a key buffer (zeros where there is no key) and the
+// tile's valid flags.
+__device__ __forceinline__ void store_tile(const Args& a, const Tiles& T, int64_t t, int tid,
+                                           const int32_t* slot, const Raw* raw, bf16* keys,
+                                           int* valid) {
+  const KvLayout layout = T.seg(t) == 0 ? a.main.layout : a.extra.layout;
   DSV4_UNROLL
-  for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < kItems; ++i) {
+    const int item = tid + kThreads * i, j = item / 16, part = item % 16;
+    uint32_t w[16];
+    if (slot[i] >= 0) {
+      decode_raw(layout, part, raw[i], w);
+    } else {
+      DSV4_UNROLL
+      for (int e = 0; e < 16; ++e) w[e] = 0u;
+    }
+    U4* dst = reinterpret_cast<U4*>(keys + j * kLd + 32 * part);
+    DSV4_UNROLL
+    for (int e = 0; e < 4; ++e) dst[e] = U4{w[4 * e], w[4 * e + 1], w[4 * e + 2], w[4 * e + 3]};
+    if (part == 0) valid[j] = slot[i] >= 0;
+  }
+}
+
+// x, but on AMD opaque to the optimiser: values derived from it in the tile loop and the epilogue
+// are recomputed there rather than held in registers through the loop.
+__device__ __forceinline__ int fresh(int x) {
+#if DSV4_GPU_HIP
+  asm volatile("" : "+v"(x));
+#endif
+  return x;
+}
+
+// A block-wide barrier with workgroup memory ordering (on AMD the fences and s_barrier as
+// builtins: the same as __syncthreads, without a library call in device-only builds).
+__device__ __forceinline__ void sync_block() {
+#if DSV4_GPU_HIP
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+#else
+  __syncthreads();
+#endif
+}
+
+template <int G>
+__global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
+  constexpr int kWarps = kThreads / mma::kLanes;
+  constexpr int Dp = kWarps / G;  // warps per head group
+  constexpr int Dw = kD / Dp;     // output values per warp
+  constexpr int kHeads = 16 * G;
+  constexpr int kNt = Dw / 16;  // output tiles per warp
+  static_assert(kWarps % G == 0 && Dw % 16 == 0 && Dp * kHeads <= kScoreRows);
+  // Softmax: kTph threads per head, kKpt keys each.
+  constexpr int kTph = kTile < kThreads / kHeads ? kTile : kThreads / kHeads;
+  constexpr int kKpt = kTile / kTph;
+  static_assert(kTph <= 32 && kTile % kTph == 0 && kHeads * kTph == kThreads);
+  constexpr Smem L{G};
+
+#if DSV4_GPU_NONE
+  static U4 smem_host[L.bytes() / 16];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(smem_host);
+#else
+  extern __shared__ U4 smem_dyn[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(smem_dyn);
+#endif
+  bf16* sk = reinterpret_cast<bf16*>(smem + L.keys());
+  bf16* sq = reinterpret_cast<bf16*>(smem + L.q());
+  float* ss = reinterpret_cast<float*>(smem + L.scores());
+  bf16* sp = reinterpret_cast<bf16*>(smem + L.p());
+  float* salpha = reinterpret_cast<float*>(smem + L.stats());
+  float* sm = salpha + kHeads;
+  float* sl = sm + kHeads;
+  int* svalid = reinterpret_cast<int*>(smem + L.valid());
+
+  const Args& a = k.a;
+  const int tid = threadIdx.x;
+  // Roles of thread t: lane of warp (g, d); softmax thread sub of head sh (kTph per head).
+  struct Roles {
+    int lane, g, d, sh, sub;
+  };
+  auto roles = [](int t) {
+    const int warp = t / mma::kLanes;
+    return Roles{t % mma::kLanes, warp / Dp, warp % Dp, t / kTph, t % kTph};
+  };
+  const int64_t b = blockIdx.x;
+  const int64_t h0 = int64_t(blockIdx.y) * kHeads;
+  const int64_t split = blockIdx.z;
+
+  // q of the block's heads.
+  for (int i = tid; i < kHeads * (kD / 8); i += kThreads) {
+    const int r = i / (kD / 8), c = i % (kD / 8);
+    reinterpret_cast<U4*>(sq + r * kLd)[c] =
+        reinterpret_cast<const U4*>(a.q + (b * a.H + h0 + r) * kD)[c];
+  }
 
   const int64_t total = a.main.K + (a.extra.pool ? a.extra.K : 0);
   const int64_t c0 = split * k.C, c1 = c0 + k.C < total ? c0 + k.C : total;
-  for (int seg = 0; seg < 2; ++seg) {
-    const Cache& c = seg == 0 ? a.main : a.extra;
-    if (seg == 1 && !a.extra.pool) break;
-    const int64_t start = seg == 0 ? 0 : a.main.K;
-    int64_t len = c.lengths[b];
-    len = len < 0 ? 0 : (len > c.K ? c.K : len);
-    const int64_t lo = c0 > start ? c0 : start;
-    const int64_t hi = c1 < start + len ? c1 : start + len;
-    const int64_t capacity = c.num_pages * c.page_size;
-    for (int64_t t0 = lo; t0 < hi; t0 += kTile) {
-      // Gather: thread t dequantises values [32 part, +32) of key j = t / 16.
-      {
-        const int j = tid / 16, part = tid % 16;
-        const int64_t col = t0 + j;
-        int64_t slot = -1;
-        if (col < hi) {
-          const int32_t idx = c.indices[b * c.K + (col - start)];
-          if (idx >= 0 && idx < capacity)
-            slot = idx;
-          else if (idx != -1 && hg == 0 && part == 0)
-            atomicAdd(reinterpret_cast<unsigned long long*>(a.errors), 1ull);
-        }
-#pragma unroll 1
-        for (int half = 0; half < 2; ++half) {
-          uint32_t w[8];
-          if (slot >= 0) {
-            load_half(c, slot, part, half, w);
-          } else {
-            DSV4_UNROLL
-            for (int i = 0; i < 8; ++i) w[i] = 0u;
-          }
-          sk[j][part * 4 + 2 * half] = U4{w[0], w[1], w[2], w[3]};
-          sk[j][part * 4 + 2 * half + 1] = U4{w[4], w[5], w[6], w[7]};
-        }
-        if (part == 0) svalid[j] = slot >= 0;
-      }
-      __syncthreads();
-      // Scores: thread (hl, j = lane16).
-      float x;
-      {
-        const int j = lane16;
-        float dot = 0.0f;
-        for (int i = 0; i < kD / 8; ++i) {
-          const U4 qv = sq[hl][i], kv = sk[j][i];
-          dot = fmaf(lo_f(qv.x), lo_f(kv.x), dot);
-          dot = fmaf(hi_f(qv.x), hi_f(kv.x), dot);
-          dot = fmaf(lo_f(qv.y), lo_f(kv.y), dot);
-          dot = fmaf(hi_f(qv.y), hi_f(kv.y), dot);
-          dot = fmaf(lo_f(qv.z), lo_f(kv.z), dot);
-          dot = fmaf(hi_f(qv.z), hi_f(kv.z), dot);
-          dot = fmaf(lo_f(qv.w), lo_f(kv.w), dot);
-          dot = fmaf(hi_f(qv.w), hi_f(kv.w), dot);
-        }
-        x = svalid[j] ? dot * scale2 : -f32m::inf();
-      }
-      // Online softmax of head hl over its 16 lanes.
-      float tmax = x;
+  const Tiles T(a, b, c0, c1);
+  unsigned errors = 0;  // error columns this thread met (counted by the first head block)
+
+  int32_t slot[kItems];
+  Raw raw[kItems];
+  if (T.n > 0) {
+    load_tile(a, T, 0, b, tid, slot, raw, errors);
+    store_tile(a, T, 0, tid, slot, raw, sk, svalid);
+  }
+  sync_block();
+
+  // Softmax state of head roles(tid).sh.
+  const float scale2 = a.sm_scale * f32m::kLog2e;
+  float m = -f32m::inf(), l = 0.0f;
+
+  mma::Acc o[kNt];
+  DSV4_UNROLL
+  for (int n = 0; n < kNt; ++n) mma::zero(o[n]);
+
+  for (int64_t t = 0; t < T.n; ++t) {
+    const int buf = int(t & 1);
+    const Roles r = roles(fresh(tid));
+    const int lane = r.lane, g = r.g, d = r.d, sh = r.sh, sub = r.sub;
+    const bf16* keys = sk + buf * kTile * kLd;
+    if (kEarlyLoads && t + 1 < T.n) load_tile(a, T, t + 1, b, tid, slot, raw, errors);
+
+    // Partial scores of heads 16 g.. over values [Dw d, +Dw).
+    {
+      mma::Acc s[kTile / 16];
       DSV4_UNROLL
-      for (int off = 8; off > 0; off >>= 1) tmax = fmaxf(tmax, __shfl_xor(tmax, off, 16));
+      for (int n = 0; n < kTile / 16; ++n) mma::zero(s[n]);
+      DSV4_UNROLL
+      for (int kk = 0; kk < Dw / 16; ++kk) {
+        const int col = Dw * d + 16 * kk;
+        const mma::FragA qa = mma::load_a(sq + 16 * g * kLd + col, kLd, lane);
+        DSV4_UNROLL
+        for (int n = 0; n < kTile / 16; ++n)
+          mma::mma(s[n], qa, mma::load_b_t(keys + 16 * n * kLd + col, kLd, lane), lane);
+      }
+      float* dst = ss + (d * kHeads + 16 * g) * kLdS;
+      DSV4_UNROLL
+      for (int n = 0; n < kTile / 16; ++n) {
+        DSV4_UNROLL
+        for (int i = 0; i < mma::kCElems; ++i)
+          dst[mma::acc_row(lane, i) * kLdS + 16 * n + mma::acc_col(lane, i)] = s[n].v[i];
+      }
+    }
+    sync_block();
+
+    // Online softmax (base 2) of head sh over the tile: scores summed over the Dp parts in order.
+    {
+      const int* valid = svalid + buf * kTile;
+      float x[kKpt];
+      float tmax = -f32m::inf();
+      DSV4_UNROLL
+      for (int e = 0; e < kKpt; ++e) {
+        const int j = sub + kTph * e;
+        float dot = ss[sh * kLdS + j];
+        DSV4_UNROLL
+        for (int p = 1; p < Dp; ++p) dot = dot + ss[(p * kHeads + sh) * kLdS + j];
+        x[e] = valid[j] ? dot * scale2 : -f32m::inf();
+        tmax = fmaxf(tmax, x[e]);
+      }
+      DSV4_UNROLL
+      for (int off = 1; off < kTph; off <<= 1) tmax = fmaxf(tmax, __shfl_xor(tmax, off, kTph));
       const float m_new = fmaxf(m, tmax);
-      float p = 0.0f, alpha = 1.0f;
-      if (m_new != -f32m::inf()) {
-        p = exp2f(x - m_new);
-        alpha = exp2f(m - m_new);
-      }
-      float psum = p;
+      float alpha = 1.0f, psum = 0.0f;
+      if (m_new != -f32m::inf()) alpha = exp2f(m - m_new);
       DSV4_UNROLL
-      for (int off = 8; off > 0; off >>= 1) psum = psum + __shfl_xor(psum, off, 16);
+      for (int e = 0; e < kKpt; ++e) {
+        const float p = m_new == -f32m::inf() ? 0.0f : exp2f(x[e] - m_new);
+        psum = psum + p;
+        sp[sh * kLdP + sub + kTph * e] = f32_to_bf16(p);
+      }
+      DSV4_UNROLL
+      for (int off = 1; off < kTph; off <<= 1) psum = psum + __shfl_xor(psum, off, kTph);
       l = l * alpha + psum;
       m = m_new;
-      sp[hl][lane16] = p;
-      __syncthreads();
-      // Accumulate: thread (hl, lane16) owns values 128 i + 8 lane16 + e, i < 4, e < 8.
+      if (sub == 0) salpha[sh] = alpha;
+    }
+    // The next tile into the other buffer (its last reader, the previous P V, is done).
+    if (!kEarlyLoads && t + 1 < T.n) load_tile(a, T, t + 1, b, tid, slot, raw, errors);
+    if (t + 1 < T.n)
+      store_tile(a, T, t + 1, tid, slot, raw, sk + (buf ^ 1) * kTile * kLd,
+                 svalid + (buf ^ 1) * kTile);
+    sync_block();
+
+    // O = O * alpha + P V over this warp's values.
+    DSV4_UNROLL
+    for (int n = 0; n < kNt; ++n) {
       DSV4_UNROLL
-      for (int i = 0; i < 32; ++i) acc[i] = acc[i] * alpha;
-      for (int j = 0; j < kTile; ++j) {
-        const float pj = sp[hl][j];
-        if (pj == 0.0f) continue;
-        DSV4_UNROLL
-        for (int i = 0; i < 4; ++i) {
-          const U4 v = sk[j][16 * i + lane16];
-          float* ac = acc + 8 * i;
-          ac[0] = fmaf(pj, lo_f(v.x), ac[0]);
-          ac[1] = fmaf(pj, hi_f(v.x), ac[1]);
-          ac[2] = fmaf(pj, lo_f(v.y), ac[2]);
-          ac[3] = fmaf(pj, hi_f(v.y), ac[3]);
-          ac[4] = fmaf(pj, lo_f(v.z), ac[4]);
-          ac[5] = fmaf(pj, hi_f(v.z), ac[5]);
-          ac[6] = fmaf(pj, lo_f(v.w), ac[6]);
-          ac[7] = fmaf(pj, hi_f(v.w), ac[7]);
-        }
-      }
-      __syncthreads();
+      for (int i = 0; i < mma::kCElems; ++i) o[n].v[i] *= salpha[16 * g + mma::acc_row(lane, i)];
+    }
+    DSV4_UNROLL
+    for (int kk = 0; kk < kTile / 16; ++kk) {
+      const mma::FragA pa = mma::load_a(sp + 16 * g * kLdP + 16 * kk, kLdP, lane);
+      DSV4_UNROLL
+      for (int n = 0; n < kNt; ++n)
+        mma::mma(o[n], pa, mma::load_b(keys + 16 * kk * kLd + Dw * d + 16 * n, kLd, lane), lane);
     }
   }
 
-  if (k.o) {  // split partial
-    const int64_t row = (b * k.S + split) * a.H + h;
-    const bool empty = l == 0.0f;
-    if (lane16 == 0) k.lse[row] = empty ? -f32m::inf() : log2f(l) + m;
-    U4* o = reinterpret_cast<U4*>(k.o + row * kD);
+  if (errors && blockIdx.y == 0)
+    atomicAdd(reinterpret_cast<unsigned long long*>(a.errors), (unsigned long long)errors);
+
+  // Stage O (and each head's m, l) in shared memory, then write rows of whole vectors.
+  const int tid_e = fresh(tid);
+  const Roles re = roles(tid_e);
+  if (re.sub == 0) sm[re.sh] = m, sl[re.sh] = l;
+  sync_block();  // every warp is past its last read of the keys and q
+  float* so = reinterpret_cast<float*>(smem);
+  DSV4_UNROLL
+  for (int n = 0; n < kNt; ++n) {
     DSV4_UNROLL
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < mma::kCElems; ++i)
+      so[(16 * re.g + mma::acc_row(re.lane, i)) * kLdO + Dw * re.d + 16 * n +
+         mma::acc_col(re.lane, i)] = o[n].v[i];
+  }
+  sync_block();
+
+  // Thread tid writes 8 consecutive values per step: rows of kD / 8 threads.
+  for (int i = tid_e; i < kHeads * (kD / 8); i += kThreads) {
+    const int r = i / (kD / 8), c8 = 8 * (i % (kD / 8));
+    const int64_t h = h0 + r;
+    const float mr = sm[r], lr = sl[r];
+    const bool empty = lr == 0.0f;
+    const float* src = so + r * kLdO + c8;
+    if (k.o) {  // split partial
+      const int64_t row = (b * k.S + split) * a.H + h;
+      if (c8 == 0) k.lse[row] = empty ? -f32m::inf() : log2f(lr) + mr;
       uint32_t v[8];
       DSV4_UNROLL
-      for (int e = 0; e < 8; ++e) v[e] = f32_bits(empty ? 0.0f : acc[8 * i + e] / l);
-      o[(128 * i + 8 * lane16) / 4] = U4{v[0], v[1], v[2], v[3]};
-      o[(128 * i + 8 * lane16) / 4 + 1] = U4{v[4], v[5], v[6], v[7]};
+      for (int e = 0; e < 8; ++e) v[e] = f32_bits(empty ? 0.0f : src[e] / lr);
+      U4* dst = reinterpret_cast<U4*>(k.o + row * kD + c8);
+      dst[0] = U4{v[0], v[1], v[2], v[3]};
+      dst[1] = U4{v[4], v[5], v[6], v[7]};
+      continue;
     }
-    return;
-  }
-  const int64_t row = b * a.H + h;
-  const bool empty = l == 0.0f;
-  if (lane16 == 0) k.lse[row] = empty ? f32m::inf() : (log2f(l) + m) / f32m::kLog2e;
-  const float sink = a.sink ? a.sink[h] : -f32m::inf();
-  const bool zero = empty || sink == f32m::inf();
-  float f = 1.0f, den = l;
-  if (!zero) {
-    const float sk2 = sink * f32m::kLog2e;
-    const float ms = fmaxf(m, sk2);
-    f = exp2f(m - ms);
-    den = l * f + exp2f(sk2 - ms);
-  }
-  U4* out = reinterpret_cast<U4*>(k.out + row * kD);
-  DSV4_UNROLL
-  for (int i = 0; i < 4; ++i) {
+    const int64_t row = b * a.H + h;
+    if (c8 == 0) k.lse[row] = empty ? f32m::inf() : (log2f(lr) + mr) / f32m::kLog2e;
+    const float sink = a.sink ? a.sink[h] : -f32m::inf();
+    const bool zero = empty || sink == f32m::inf();
+    float f = 1.0f, den = lr;
+    if (!zero) {
+      const float sk2 = sink * f32m::kLog2e;
+      const float ms = fmaxf(mr, sk2);
+      f = exp2f(mr - ms);
+      den = lr * f + exp2f(sk2 - ms);
+    }
     uint32_t w[4];
     DSV4_UNROLL
     for (int e = 0; e < 4; ++e) {
-      const float v0 = zero ? 0.0f : acc[8 * i + 2 * e] * f / den;
-      const float v1 = zero ? 0.0f : acc[8 * i + 2 * e + 1] * f / den;
+      const float v0 = zero ? 0.0f : src[2 * e] * f / den;
+      const float v1 = zero ? 0.0f : src[2 * e + 1] * f / den;
       w[e] = uint32_t(f32m::to_bf16_canonical(v0).bits) |
              (uint32_t(f32m::to_bf16_canonical(v1).bits) << 16);
     }
-    out[(128 * i + 8 * lane16) / 8] = U4{w[0], w[1], w[2], w[3]};
+    reinterpret_cast<U4*>(k.out + row * kD + c8)[0] = U4{w[0], w[1], w[2], w[3]};
   }
 }
 
@@ -280,9 +492,26 @@ void check_cache(const char* name, const Cache& c) {
   if (!aligned16(c.pool)) bad(n + ".pool is not 16-byte aligned");
 }
 
+// One launch of the kernel for G head groups per block (dynamic shared memory past 48 KB is
+// allowed once per instantiation on NVIDIA).
+template <int G>
+void run(const KArgs& k, hipStream_t st) {
+  constexpr int bytes = Smem{G}.bytes();
+#if DSV4_GPU_CUDA
+  static const bool allowed = [] {
+    DSV4_GPU_CHECK(
+        cudaFuncSetAttribute(decode_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    return true;
+  }();
+  (void)allowed;
+#endif
+  gpu::launch(decode_kernel<G>, dim3(unsigned(k.a.B), unsigned(k.a.H / (16 * G)), unsigned(k.S)),
+              dim3(kThreads), size_t(bytes), st, k);
+}
+
 void launch(const Args& a, int64_t S, bf16* out, float* lse, float* o, gpu::Stream s) {
   if (a.B < 0) bad("B=" + std::to_string(a.B) + " must be >= 0");
-  if (a.H <= 0 || a.H % kGroup != 0)
+  if (a.H <= 0 || a.H % 16 != 0)
     bad("H=" + std::to_string(a.H) + " must be a positive multiple of 16");
   if (a.B == 0) return;
   if (a.B > INT32_MAX) bad("B=" + std::to_string(a.B) + " must be < 2^31");
@@ -301,8 +530,11 @@ void launch(const Args& a, int64_t S, bf16* out, float* lse, float* o, gpu::Stre
   const int64_t total = a.main.K + (a.extra.pool ? a.extra.K : 0);
   KArgs k{a, S, S > 0 ? (total + S - 1) / S : 0, out, lse, o};
   if (k.C == 0) k.C = 1;
-  gpu::launch(decode_kernel, dim3(unsigned(a.B), unsigned(a.H / kGroup), unsigned(S)),
-              dim3(kThreads), 0, static_cast<hipStream_t>(s), k);
+  const hipStream_t st = static_cast<hipStream_t>(s);
+  if (kMaxGroups >= 4 && a.H % 64 == 0)
+    run<kMaxGroups >= 4 ? 4 : 1>(k, st);
+  else
+    run<1>(k, st);
 }
 
 }  // namespace

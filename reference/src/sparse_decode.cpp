@@ -210,12 +210,12 @@ Tolerance tolerance(const Inputs& in) {
     }
   }
   const double u = std::ldexp(1.0, -24);
-  const double score = 514 * u * std::abs(double(in.sm_scale)) * std::sqrt(q2 * k2);
+  const double score = 2 * 514 * u * std::abs(double(in.sm_scale)) * std::sqrt(q2 * k2);
   const double tiles = double((columns(in) + 15) / 16);
-  const double sums = (2 * tiles + 8) * u;
+  const double sums = (3 * tiles + 16) * u;
   Tolerance t;
   t.lse_atol = score + sums;
-  t.out_atol = (2 * score + 2 * sums) * max_k;
+  t.out_atol = (2 * score + 2 * sums) * max_k + std::ldexp(max_k, -9);
   return t;
 }
 

@@ -168,30 +168,46 @@ TEST_F(CompactPages, HostileSlotsAndAnAccumulatingCounter) {
 }
 
 // Pool byte offsets past 2 GiB: rows written into and read from the last pages of a 2.2 GB pool.
-TEST_F(CompactPages, OffsetsPastTwoGiB) {
+// One test per layout and direction, so the four 2.2 GB pools run side by side (in separate test
+// shards) instead of one after another.
+struct TwoGiBCase {
+  KvLayout layout;
+  CompactOp op;
+};
+class CompactPagesPastTwoGiB : public fx::GpuTest,
+                               public ::testing::WithParamInterface<TwoGiBCase> {};
+
+TEST_P(CompactPagesPastTwoGiB, OffsetsPastTwoGiB) {
   const uint64_t seed = fx::test_seed();
-  for (KvLayout l : {KvLayout::kV41, KvLayout::kV4Fnuz}) {
-    const int64_t P = 64, pb = page_layout(l).page_bytes(P);
-    const int64_t pages = ((int64_t(1) << 31) + pb - 1) / pb + 64;
-    if (gpu::device_info().total_memory < size_t(3 * pages * pb))
-      GTEST_SKIP() << "needs about " << 3 * pages * pb / (int64_t(1) << 30) << " GiB";
-    for (CompactOp op : {CompactOp::kQuantize, CompactOp::kDequantizeBf16}) {
-      const CompactPagesCase c(
-          {.op = op, .layout = l, .page_size = P, .T = 4096, .num_pages = pages});
-      DSV4_CASE(seed, c.name());
-      fx::Rng rng(seed);
-      fx::Tensors in = c.draw(rng);
-      auto slots = fx::values_of<int64_t>(in.at("slots"));
-      const auto tail = fx::distinct_indices(rng, 2048, 64 * P);
-      for (size_t t = 0; t < 2048; ++t) {
-        slots[2 * t] = (pages - 64) * P + tail[t];
-        if (slots[2 * t + 1] >= (pages - 64) * P && slots[2 * t + 1] < pages * P)
-          slots[2 * t + 1] = -1;
-      }
-      EXPECT_TRUE(fx::check_case(c, in, seed, stream()));
-    }
+  const KvLayout l = GetParam().layout;
+  const int64_t P = 64, pb = page_layout(l).page_bytes(P);
+  const int64_t pages = ((int64_t(1) << 31) + pb - 1) / pb + 64;
+  if (gpu::device_info().total_memory < size_t(3 * pages * pb))
+    GTEST_SKIP() << "needs about " << 3 * pages * pb / (int64_t(1) << 30) << " GiB";
+  const CompactPagesCase c(
+      {.op = GetParam().op, .layout = l, .page_size = P, .T = 4096, .num_pages = pages});
+  DSV4_CASE(seed, c.name());
+  fx::Rng rng(seed);
+  fx::Tensors in = c.draw(rng);
+  auto slots = fx::values_of<int64_t>(in.at("slots"));
+  const auto tail = fx::distinct_indices(rng, 2048, 64 * P);
+  for (size_t t = 0; t < 2048; ++t) {
+    slots[2 * t] = (pages - 64) * P + tail[t];
+    if (slots[2 * t + 1] >= (pages - 64) * P && slots[2 * t + 1] < pages * P) slots[2 * t + 1] = -1;
   }
+  EXPECT_TRUE(fx::check_case(c, in, seed, stream()));
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Pools, CompactPagesPastTwoGiB,
+    ::testing::Values(TwoGiBCase{KvLayout::kV41, CompactOp::kQuantize},
+                      TwoGiBCase{KvLayout::kV41, CompactOp::kDequantizeBf16},
+                      TwoGiBCase{KvLayout::kV4Fnuz, CompactOp::kQuantize},
+                      TwoGiBCase{KvLayout::kV4Fnuz, CompactOp::kDequantizeBf16}),
+    [](const ::testing::TestParamInfo<TwoGiBCase>& i) {
+      return std::string(i.param.layout == KvLayout::kV41 ? "v41" : "v4_fnuz") +
+             (i.param.op == CompactOp::kQuantize ? "_quantize" : "_dequantize_bf16");
+    });
 
 // Graph replay with new inputs (2 and 4 lanes per tile, and the fp32 dequantise), determinism.
 TEST_F(CompactPages, GraphReplayWithNewInputsAndDeterminism) {

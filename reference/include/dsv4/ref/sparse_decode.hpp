@@ -99,19 +99,24 @@ struct Partials {
 // The split partials in fp64 (see Split-KV mode).
 Partials partials_f64(const Inputs& in, size_t S);
 
-// Tolerance of a kernel (fp32 scores and sums, tiles of 16 keys, online rescaling per tile)
-// against decode_f64, derived from the case's data (FlashMLA's tests use fixed figures: out abs
-// 1e-3 or rel 2/128, cosine distance 5e-6, lse 1e-6; fixed figures do not follow K or |q|):
-//   score: each x_j is a 512-term fp32 dot product times sm_scale: |error| <= 514 * 2^-24 *
-//     sm_scale * sum_i |q_i k_ji| <= score = 514 * 2^-24 * sm_scale * max ||q|| * max ||k|| over
-//     the case (Cauchy-Schwarz keeps the bound linear in the data);
-//   sums: l and acc grow by two roundings per tile (rescale, add) plus a 4-level tree inside the
-//     tile and the exp2: relative error <= sums = (2 * tiles + 8) * 2^-24, tiles = ceil((K +
-//     Ke)/16);
+// Tolerance of a kernel (bf16 x bf16 -> fp32 matrix-core products for the scores and for P V,
+// fp32 online softmax per tile, P rounded to bf16 for P V while the sums that normalise add the
+// fp32 P) against decode_f64, derived from the case's data (FlashMLA's tests use fixed figures:
+// out abs 1e-3 or rel 2/128, cosine distance 5e-6, lse 1e-6; fixed figures do not follow K or |q|):
+//   score: each x_j is a 512-term dot product of exact bf16 products summed in fp32 (by a matrix
+//     unit that may truncate: 2^-23 per addition, not 2^-24; plus the adds of the partial sums and
+//     the scaling) times sm_scale: |error| <= score = 2 * 514 * 2^-24 * sm_scale * max ||q|| *
+//     max ||k|| over the case (Cauchy-Schwarz keeps the bound linear in the data);
+//   sums: l and acc gain up to three roundings per 16 keys (an accumulating matrix add that may
+//     truncate, the rescale) plus a tree of 16 inside a tile and the exp2: relative error <= sums
+//     = (3 * tiles + 16) * 2^-24, tiles = ceil((K + Ke)/16);
 //   lse: |got - want| <= score + sums (an error e of every score moves log sum e^x by <= e);
-//   out: the probabilities err relatively by <= 2 * score + sums, the accumulation by sums, so
-//     |got - want| <= (2 * score + 2 * sums) * max|k| + 2^-8 * |want| (the bf16 cast: 2^-9);
-//   cosine distance <= 5e-6 (FlashMLA's figure; a 2^-9 relative perturbation gives <= 3.8e-6).
+//   out: the probabilities err relatively by <= 2 * score + sums, the accumulation by sums, P in
+//     bf16 by 2^-9 of each weight (so by 2^-9 * max|k| in sum), so |got - want| <= (2 * score + 2
+//     * sums) * max|k| + 2^-9 * max|k| + 2^-8 * |want| (the bf16 cast: 2^-9);
+//   cosine distance <= 5e-6 (FlashMLA's figure; the bf16 P and the bf16 cast each perturb an
+//     output by a rounding of up to 2^-9 relative, about 2^-18 / 6 = 6.4e-7 of cosine distance
+//     each when the roundings are independent).
 struct Tolerance {
   double out_atol = 0, out_rtol = 1.0 / 256, lse_atol = 0, cos = 5e-6;
 };
