@@ -69,6 +69,16 @@ inline double copy_ceiling_gbps(size_t bytes, gpu::Stream s) {
   return 2.0 * double(bytes) / (us * 1e3);
 }
 
+// Device write-only bandwidth in GB/s: a fill of `bytes` (the runtime's memset), the ceiling of a
+// kernel whose traffic is mostly writes.
+inline double write_ceiling_gbps(size_t bytes, gpu::Stream s) {
+  void* a = gpu::malloc_bytes(bytes);
+  const double us = median_us(
+      [&](int i, gpu::Stream st) { gpu::fill_bytes(a, i & 0xff, bytes, st); }, s, 20, 5, 5);
+  gpu::free_bytes(a);
+  return double(bytes) / (us * 1e3);
+}
+
 // A table printed as aligned columns (header, rule, rows), also easy to paste into Markdown.
 class Table {
  public:
@@ -105,6 +115,22 @@ inline std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+
+// Traffic cells of a table row, after the header cells kTrafficHeader: the bytes a call moves
+// (KB), the achieved GB/s, the copy ceiling's GB/s measured in the same run, and the fraction of
+// it.
+inline const std::vector<std::string> kTrafficHeader = {"KB moved", "GB/s", "copy GB/s", "of copy"};
+inline std::vector<std::string> traffic_cells(double bytes, double us, double copy_gbps) {
+  const double gbps = bytes / (us * 1e3);
+  return {fmt("%.0f", bytes / 1e3), fmt("%.0f", gbps), fmt("%.0f", copy_gbps),
+          fmt("%.0f%%", 100.0 * gbps / copy_gbps)};
+}
+// `head` followed by `tail` (a row or a header with traffic cells spliced in).
+inline std::vector<std::string> joined(std::vector<std::string> head,
+                                       const std::vector<std::string>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
 }
 
 // False, with a note, when the build or the machine has no GPU (the caller exits 0: a benchmark

@@ -1,6 +1,8 @@
 // bench indexer_topk: top-512 of fp32 scores, unsorted and sorted in the kernel, against
 // torch.topk and torch.sort timed on the same card in the same session (bench/torch_peers.py),
-// with the targets: sorted <= torch.topk unsorted alone, and the sort adds <= 4 us.
+// with the targets: sorted <= torch.topk unsorted alone, and the sort adds <= 4 us; the
+// sorted kernel's traffic (scores read for the rows' lengths, lengths, K indices written) against
+// the copy ceiling of the scores array measured in the same run.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -37,9 +39,11 @@ int main(int argc, char** argv) {
   if (!bench::require_gpu("bench_indexer_topk")) return 0;
   const bench::Peers torch(argc, argv);
   gpu::StreamHandle stream;
-  bench::Table table({"B", "len", "ours unsorted", "ours sorted", "sort adds", "torch.topk",
-                      "torch.sort K", "eager topk+sort", "compile topk+sort",
-                      "sorted <= torch.topk", "sort <= 4 us"});
+  bench::Table table(
+      bench::joined({"B", "len", "ours unsorted", "ours sorted", "sort adds"},
+                    bench::joined(bench::kTrafficHeader,
+                                  {"torch.topk", "torch.sort K", "eager topk+sort",
+                                   "compile topk+sort", "sorted <= torch.topk", "sort <= 4 us"})));
   int missed = 0;
   for (int64_t B : {1, 32, 128}) {
     for (int64_t len : {1024, 8192, 32768}) {
@@ -57,15 +61,22 @@ int main(int argc, char** argv) {
       }
       const bool sort_ok = so - un <= kSortBudgetUs;
       missed += !sort_ok;
-      table.row(
-          {std::to_string(B), std::to_string(len), bench::fmt("%.2f", un), bench::fmt("%.2f", so),
-           bench::fmt("%.2f", so - un), torch.cell("torch.topk unsorted", B, len),
-           torch.cell("torch.sort of the K indices", B, len), torch.cell("eager topk+sort", B, len),
-           torch.cell("compile topk+sort", B, len), vs_torch, sort_ok ? "met" : "MISSED"});
+      const double bytes = 4.0 * double(B) * double(len + 1 + kK);  // scores, len, indices
+      const double copy = bench::copy_ceiling_gbps(size_t(B * len) * 4, stream);
+      table.row(bench::joined({std::to_string(B), std::to_string(len), bench::fmt("%.2f", un),
+                               bench::fmt("%.2f", so), bench::fmt("%.2f", so - un)},
+                              bench::joined(bench::traffic_cells(bytes, so, copy),
+                                            {torch.cell("torch.topk unsorted", B, len),
+                                             torch.cell("torch.sort of the K indices", B, len),
+                                             torch.cell("eager topk+sort", B, len),
+                                             torch.cell("compile topk+sort", B, len), vs_torch,
+                                             sort_ok ? "met" : "MISSED"})));
     }
   }
-  std::printf("K = %lld, fp32 scores N(0,1), every row of length len; times in us (median)\n",
-              (long long)kK);
+  std::printf(
+      "K = %lld, fp32 scores N(0,1), every row of length len; times in us (median); traffic and "
+      "GB/s of ours sorted, copy GB/s: a copy of the [B, len] scores in the same run\n",
+      (long long)kK);
   table.print();
   std::printf("targets: %s\n", missed ? "some MISSED (see the table)" : "all met");
   return 0;

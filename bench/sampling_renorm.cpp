@@ -38,8 +38,9 @@ int main(int argc, char** argv) {
   if (!bench::require_gpu("bench_sampling_renorm")) return 0;
   const bench::Peers torch(argc, argv);
   gpu::StreamHandle stream;
-  bench::Table table({"B", "op", "ours us", "GB/s", "copy GB/s", "torch eager", "torch.compile",
-                      "vs eager", "vs compile", "target", ""});
+  bench::Table table(
+      bench::joined(bench::joined({"B", "op", "ours us"}, bench::kTrafficHeader),
+                    {"torch eager", "torch.compile", "vs eager", "vs compile", "target", ""}));
   int missed = 0;
   for (int64_t B : {1, 64, 256}) {
     fx::Rng rng{uint64_t(B)};
@@ -47,36 +48,43 @@ int main(int argc, char** argv) {
     const Dev<int32_t> k{std::vector<int32_t>(size_t(B), 50)};
     const Dev<float> p{std::vector<float>(size_t(B), 0.9f)};
     Dev<float> out(size_t(B * kV));
+    const size_t ws_bytes = ks::workspace_bytes(B, kV);
+    Dev<uint8_t> ws(std::max<size_t>(ws_bytes, 1));
     const double bytes = 2.0 * double(B * kV) * 4;  // one read and one write of [B, V]
     const double copy = bench::copy_ceiling_gbps(size_t(B * kV) * 4, stream);
     for (const bool top_p : {false, true}) {
       const double us = bench::median_us(
           [&](int, gpu::Stream st) {
             if (top_p)
-              ks::top_p(probs.p, B, kV, p.p, out.p, st);
+              ks::top_p(probs.p, B, kV, p.p, out.p, ws.p, ws_bytes, st);
             else
-              ks::top_k(probs.p, B, kV, k.p, out.p, st);
+              ks::top_k(probs.p, B, kV, k.p, out.p, ws.p, ws_bytes, st);
           },
           stream);
       const std::string op = top_p ? "top-p" : "top-k";
       const double need = top_p ? 5.0 : 3.0;
       const auto eager = torch.us("eager " + op, B, kV), comp = torch.us("compile " + op, B, kV);
+      // Judged against the peers that ran; a missing one (torch.compile failing) is named.
       std::string verdict = "n/a";
-      if (eager && comp) {
-        const bool met = *eager / us >= need && *comp / us >= need;
-        verdict = met ? "met" : "MISSED";
+      if (eager || comp) {
+        const bool met = (!eager || *eager / us >= need) && (!comp || *comp / us >= need);
+        verdict = std::string(met ? "met" : "MISSED") + (eager && comp ? ""
+                                                         : eager       ? " (eager only)"
+                                                                       : " (compile only)");
         missed += !met;
       }
-      table.row({std::to_string(B), op, bench::fmt("%.2f", us),
-                 bench::fmt("%.0f", bytes / us / 1e3), bench::fmt("%.0f", copy),
-                 torch.cell("eager " + op, B, kV), torch.cell("compile " + op, B, kV),
-                 eager ? bench::fmt("%.1fx", *eager / us) : "n/a",
-                 comp ? bench::fmt("%.1fx", *comp / us) : "n/a", bench::fmt(">= %.0fx both", need),
-                 verdict});
+      table.row(bench::joined(bench::joined({std::to_string(B), op, bench::fmt("%.2f", us)},
+                                            bench::traffic_cells(bytes, us, copy)),
+                              {torch.cell("eager " + op, B, kV), torch.cell("compile " + op, B, kV),
+                               eager ? bench::fmt("%.1fx", *eager / us) : "n/a",
+                               comp ? bench::fmt("%.1fx", *comp / us) : "n/a",
+                               bench::fmt(">= %.0fx both", need), verdict}));
     }
   }
-  std::printf("V = %lld, softmax rows of N(0,3) logits, k = 50, p = 0.9; times in us (median)\n",
-              (long long)kV);
+  std::printf(
+      "V = %lld, softmax rows of N(0,3) logits, k = 50, p = 0.9; times in us (median); KB moved: "
+      "one read and one write of [B, V] (the passes re-read it from cache)\n",
+      (long long)kV);
   table.print();
   std::printf("targets: %s\n", missed ? "some MISSED (see the table)" : "all met");
   return 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Copies a built GPU preset's executables and CTest files (no objects, no static libraries,
-# stripped) to build/<preset>-stage, small enough to ship to a remote GPU machine whose checkout
-# has the same path; there, `mv build/<preset>-stage build/<preset>` makes `ctest` run as built.
+# Copies a built GPU preset's executables and CTest files (with the GPU executables' test lists
+# and cmake/Dsv4GpuTests.cmake; no objects, no static libraries, stripped) to build/<preset>-stage,
+# small enough to ship to a remote GPU machine whose checkout has the same path; there,
+# `mv build/<preset>-stage build/<preset>` makes `ctest` run as built.
 # usage: ci/device-stage.sh [preset]   (default cuda)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,8 @@ dst=build/$preset-stage
 rm -rf "$dst"
 mkdir -p "$dst"
 (cd "$src" && find . -type f \( -name 'CTestTestfile.cmake' -o -name '*_tests.cmake' \
-    -o -name '*_include.cmake' -o -name 'DartConfiguration.tcl' -o -name 'CMakeCache.txt' \
+    -o -name '*_include.cmake' -o -name 'Dsv4GpuTests.cmake' -o -name 'DartConfiguration.tcl' \
+    -o -name 'CMakeCache.txt' \
     -o -perm -u+x \) -not -path '*/CMakeFiles/*' -print0 | tar --null -T - -cf -) | tar -xf - -C "$dst"
 find "$dst" -type f -perm -u+x -exec sh -c 'file -b "$1" | grep -q ELF && strip "$1"' _ {} \;
 du -sh "$dst"

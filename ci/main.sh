@@ -16,9 +16,13 @@ cmake --build --preset "$preset" -j "$(nproc)" || { echo "main: build FAILED"; e
 status=0
 spec=()
 if [ "$preset" != cpu ]; then
-  # GPU tests (RESOURCE_GROUPS gpus:1) spread over every GPU of the machine; DSV4_GPU_SLOTS tests
-  # share one GPU at a time (8 held under 7.5 GiB on an H200: nightly/measurements/).
-  nightly/gpu-resource-spec.sh --slots "${DSV4_GPU_SLOTS:-8}" -o "build/$preset/gpu-resource-spec.json" \
+  # GPU tests (shards of GoogleTest executables, RESOURCE_GROUPS gpus:1) spread over every GPU of
+  # the machine; a GPU takes as many test processes at once as DSV4_GPU_MIB_PER_SLOT MiB (default
+  # 4096; 8 tests held under 7.5 GiB on an H200: nightly/measurements/) fit in its memory, or
+  # DSV4_GPU_SLOTS when set; -j (the host's cores) bounds them all.
+  size=(--mib-per-slot "${DSV4_GPU_MIB_PER_SLOT:-4096}")
+  [ -n "${DSV4_GPU_SLOTS:-}" ] && size=(--slots "$DSV4_GPU_SLOTS")
+  nightly/gpu-resource-spec.sh "${size[@]}" -o "build/$preset/gpu-resource-spec.json" \
     && spec=(--resource-spec-file "$PWD/build/$preset/gpu-resource-spec.json")
 fi
 ctest --preset "$preset" -j "$(nproc)" "${spec[@]}" --output-junit junit.xml || status=1

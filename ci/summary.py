@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
-"""Prints passed / failed / skipped per CTest label from a build's test list and a JUnit file."""
+"""Prints passed / failed / skipped per CTest label from a build's test list and a JUnit file, and
+the GoogleTest tests of the GPU shards."""
 import json
+import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -47,7 +50,44 @@ def main() -> int:
             total["passed"] += 1
     print(f"summary: {total['passed']} passed, {total['failed']} failed, "
           f"{total['skipped']} skipped (tests counted once; a test with two labels is in both rows)")
+    shards(junit)
     return 0
+
+
+def shards(junit: str) -> None:
+    """GPU shards (<executable>/shard-<i>-of-<N>): their GoogleTest tests, from each shard's XML
+    (the path its output names, else junit/<shard>.xml beside the JUnit file), failed ones named."""
+    counts = {"passed": 0, "failed": 0, "skipped": 0}
+    failed, missing, n = [], [], 0
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = case.get("name", "")
+        if not re.search(r"/shard-[0-9]+-of-[0-9]+$", name):
+            continue
+        n += 1
+        m = re.search(r"GoogleTest XML: (\S+)", case.findtext("system-out") or "")
+        places = ([m.group(1)] if m else []) + [os.path.join(os.path.dirname(junit), "junit", name + ".xml")]
+        xml = next((p for p in places if os.path.isfile(p)), None)
+        if xml is None:
+            missing.append(name)
+            continue
+        exe = name.rsplit("/shard-", 1)[0]
+        for t in ET.parse(xml).getroot().iter("testcase"):
+            test = f"{exe}/{t.get('classname')}.{t.get('name')}"
+            if t.find("failure") is not None:
+                counts["failed"] += 1
+                failed.append(test)
+            elif t.find("skipped") is not None or t.get("result") in ("skipped", "suppressed"):
+                counts["skipped"] += 1
+            else:
+                counts["passed"] += 1
+    if n == 0:
+        return
+    print(f"GoogleTest tests in {n} GPU shards: {counts['passed']} passed, {counts['failed']} failed, "
+          f"{counts['skipped']} skipped")
+    for t in failed:
+        print(f"  failed: {t}")
+    for s in missing:
+        print(f"  no GoogleTest XML (the shard did not finish): {s}")
 
 
 if __name__ == "__main__":

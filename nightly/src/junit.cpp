@@ -1,6 +1,7 @@
 // JUnit XML reader (pugixml; CTest's and GoogleTest's files) and the families x checks table.
 #include "junit.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -56,6 +57,8 @@ std::vector<TestResult> parse_junit(const std::string& xml) {
       } else if (tag == "skipped") {
         if (r.outcome != Outcome::kFail) r.outcome = Outcome::kSkip;
         if (r.message.empty()) r.message = child.attribute("message").value();
+      } else if (tag == "system-out") {
+        r.output = child.child_value();
       }
     }
     out.push_back(std::move(r));
@@ -73,6 +76,104 @@ std::vector<TestResult> read_junit(const std::string& path) {
   } catch (const std::runtime_error& e) {
     throw std::runtime_error(path + ": " + e.what());
   }
+}
+
+namespace {
+
+// The tests a shard's output shows: "[ RUN      ] X" then "[       OK ] X", "[  FAILED  ] X" or
+// "[  SKIPPED ] X"; a test started but never ended failed (the shard stopped in it).
+std::vector<TestResult> tests_from_output(const std::string& exe, const std::string& output,
+                                          const std::string& why) {
+  std::vector<TestResult> out;
+  std::string running;
+  std::istringstream in(output);
+  const std::string run = "[ RUN      ] ";
+  const std::map<std::string, Outcome> ends = {{"[       OK ] ", Outcome::kPass},
+                                               {"[  FAILED  ] ", Outcome::kFail},
+                                               {"[  SKIPPED ] ", Outcome::kSkip}};
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(run, 0) == 0) {
+      running = line.substr(run.size());
+      continue;
+    }
+    if (running.empty()) continue;
+    for (const auto& [mark, outcome] : ends)
+      if (line.rfind(mark + running, 0) == 0) {
+        out.push_back({exe + "/" + running, outcome,
+                       outcome == Outcome::kFail ? "failed (no GoogleTest XML: " + why + ")" : "",
+                       ""});
+        running.clear();
+        break;
+      }
+  }
+  if (!running.empty())
+    out.push_back(
+        {exe + "/" + running, Outcome::kFail, "the shard stopped in this test: " + why, ""});
+  return out;
+}
+
+}  // namespace
+
+std::vector<TestResult> expand_shards(const std::vector<TestResult>& ctest,
+                                      const std::string& junit_dir,
+                                      const std::string& collect_dir) {
+  namespace fs = std::filesystem;
+  static const std::regex shard(R"(^(.+)/shard-[0-9]+-of-[0-9]+$)");
+  static const std::regex named(
+      R"(\[dsv4\] shard [0-9]+ of [0-9]+ of .*; GoogleTest XML: ([^\n]+))");
+  std::vector<TestResult> out;
+  for (const auto& r : ctest) {
+    std::smatch m;
+    if (!std::regex_match(r.name, m, shard)) {
+      out.push_back(r);
+      continue;
+    }
+    const std::string exe = m[1].str();
+    std::vector<fs::path> places;
+    if (std::smatch x; std::regex_search(r.output, x, named)) places.emplace_back(x[1].str());
+    places.push_back(fs::path(junit_dir) / "junit" / (r.name + ".xml"));
+    std::vector<TestResult> tests;
+    bool read = false;
+    for (const auto& p : places) {
+      std::error_code ec;
+      if (!fs::is_regular_file(p, ec)) continue;
+      try {
+        tests = read_junit(p.string());
+      } catch (const std::runtime_error&) {
+        continue;
+      }
+      read = true;
+      if (!collect_dir.empty()) {
+        const fs::path to = fs::path(collect_dir) / "junit" / (r.name + ".xml");
+        fs::create_directories(to.parent_path(), ec);
+        if (!fs::equivalent(p, to, ec))
+          fs::copy_file(p, to, fs::copy_options::overwrite_existing, ec);
+      }
+      break;
+    }
+    if (read) {
+      for (auto& t : tests) t.name = exe + "/" + t.name;
+    } else {
+      tests = tests_from_output(exe, r.output,
+                                r.message.empty() ? "the shard did not finish" : r.message);
+    }
+    if (tests.empty()) {
+      out.push_back(r);
+      continue;
+    }
+    bool failed = false;
+    for (auto& t : tests) {
+      failed = failed || t.outcome == Outcome::kFail;
+      out.push_back(std::move(t));
+    }
+    if (r.outcome == Outcome::kFail && !failed) {
+      TestResult s = r;
+      s.message = "the shard failed though none of its tests did" +
+                  (r.message.empty() ? "" : " (" + r.message + ")") + ": see its output";
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
 }
 
 std::string family_of(const std::string& test, const std::vector<std::string>& families) {

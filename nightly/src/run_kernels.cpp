@@ -1,6 +1,6 @@
 // run-suite for kernels suites: the CTest resource spec of the node's GPUs, ctest with the suite's
-// label spread over them, JUnit, and the families x checks table; failing tests write their case
-// files to $DSV4_CASE_DIR (default <artifacts>/cases).
+// label spread over them, JUnit (shards expanded to their GoogleTest tests), and the families x
+// checks table; failing tests write their case files to $DSV4_CASE_DIR (default <artifacts>/cases).
 #include <filesystem>
 #include <iostream>
 
@@ -55,6 +55,7 @@ class KernelsRun : public SuiteRun {
 
     const std::string junit = out_ + "/junit.xml";
     fs::remove(junit);
+    fs::remove_all(out_ + "/junit");  // the shards' GoogleTest XML, copied here after the run
     std::vector<std::string> argv = {"ctest"};
     if (!ct.test_preset.empty()) {
       argv.insert(argv.end(), {"--preset", ct.test_preset});
@@ -80,7 +81,8 @@ class KernelsRun : public SuiteRun {
       if (rc) why = "ctest exited with " + std::to_string(*rc) + " and wrote no JUnit file";
       return kCouldNotRun;
     }
-    const auto results = read_junit(junit);
+    // Shards stand for their GoogleTest tests, each named; their XML goes with the artifact.
+    const auto results = expand_shards(read_junit(junit), out_, out_);
     table_ = summary_table(suite_.name, results, ct);
     std::cout << table_ << std::flush;
     int failed = 0;

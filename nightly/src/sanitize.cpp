@@ -24,6 +24,7 @@ struct Group {
   std::string exe;
   std::string cwd;
   std::vector<std::string> filters;  // GoogleTest names from --gtest_filter=
+  bool whole = false;                // shards of the executable: every test of it, unfiltered
   std::vector<std::string> command;  // a test that is not a GoogleTest case: run as it is
 };
 
@@ -127,19 +128,28 @@ int sanitize(const SanitizeOptions& opt) {
     if (!t.contains("command") || t["command"].empty()) continue;
     const auto cmd = t["command"].get<std::vector<std::string>>();
     std::string cwd;
-    for (const auto& prop : t.value("properties", json::array()))
+    bool shard = false;  // cmake/Dsv4GpuTests.cmake's shards: GTEST_TOTAL_SHARDS in ENVIRONMENT
+    for (const auto& prop : t.value("properties", json::array())) {
       if (prop.value("name", "") == "WORKING_DIRECTORY") cwd = prop["value"].get<std::string>();
+      if (prop.value("name", "") == "ENVIRONMENT" && prop["value"].is_array())
+        for (const auto& v : prop["value"])
+          shard =
+              shard || (v.is_string() && v.get<std::string>().rfind("GTEST_TOTAL_SHARDS=", 0) == 0);
+    }
     std::string filter;
     for (const auto& a : cmd)
       if (a.rfind("--gtest_filter=", 0) == 0) filter = a.substr(15);
-    if (filter.empty()) {
-      singles.push_back({cmd[0], cwd, {}, cmd});
+    if (filter.empty() && !shard) {
+      singles.push_back({cmd[0], cwd, {}, false, cmd});
       continue;
     }
     Group& g = groups[cmd[0]];
     g.exe = cmd[0];
     g.cwd = cwd;
-    g.filters.push_back(filter);
+    if (shard)
+      g.whole = true;
+    else
+      g.filters.push_back(filter);
   }
   std::vector<Group> all;
   for (auto& [exe, g] : groups) all.push_back(g);
@@ -167,7 +177,9 @@ int sanitize(const SanitizeOptions& opt) {
                                      "86",      "--print-limit", "200",    "--log-file",
                                      slog};
     argv.insert(argv.end(), opt.extra_args.begin(), opt.extra_args.end());
-    if (g.command.empty()) {
+    if (g.whole) {
+      argv.insert(argv.end(), {g.exe, "--gtest_output=xml:" + xml});
+    } else if (g.command.empty()) {
       std::string filter;
       for (const auto& f : g.filters) filter += (filter.empty() ? "" : ":") + f;
       argv.insert(argv.end(), {g.exe, "--gtest_filter=" + filter, "--gtest_output=xml:" + xml});
@@ -175,7 +187,8 @@ int sanitize(const SanitizeOptions& opt) {
       argv.insert(argv.end(), g.command.begin(), g.command.end());
     }
     std::cerr << "sanitize: " << opt.tool << " " << r.name << " ("
-              << (g.command.empty() ? g.filters.size() : 1) << " tests)" << std::endl;
+              << (g.whole ? "every" : std::to_string(g.command.empty() ? g.filters.size() : 1))
+              << " tests)" << std::endl;
     Process p = Process::start(
         {argv, {{"DSV4_SANITIZE", opt.tool}}, out + "/" + base + ".log", false, g.cwd});
     auto rc = p.wait(opt.timeout_s);

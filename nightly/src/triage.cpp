@@ -28,11 +28,12 @@ int to_int(const json& v) {
   return 0;
 }
 
-// Failures of an older suite.json that has no "failures": from its JUnit file or its gates.
+// Failures of an older suite.json that has no "failures": from its JUnit file (shards named by
+// their GoogleTest tests, from the XML beside it) or its gates.
 std::vector<Failure> derive_failures(const fs::path& dir, const json& m) {
   std::vector<Failure> out;
   if (fs::exists(dir / "junit.xml")) {
-    for (const auto& r : read_junit((dir / "junit.xml").string()))
+    for (const auto& r : expand_shards(read_junit((dir / "junit.xml").string()), dir.string()))
       if (r.outcome == Outcome::kFail) out.push_back({"test", r.name, r.message});
   }
   if (fs::exists(dir / "eval/report.json")) {

@@ -38,15 +38,21 @@ float pivot_by_mass(const std::vector<float>& w, Mass add, double target) {
 
 // The kept sum in the kernel's fp32 order (see Arith::kKernel).
 float kernel_sum(const float* x, size_t V, float pivot) {
-  std::vector<float> part(kKernelThreads, 0.f);
-  for (size_t t = 0; t < kKernelThreads; ++t)
-    for (size_t i = t; i < V; i += kKernelThreads) {
-      const float w = weight(x[i]);
-      if (w >= pivot) part[t] = part[t] + w;
-    }
-  for (size_t off = kKernelThreads / 2; off > 0; off /= 2)
-    for (size_t t = 0; t < off; ++t) part[t] = part[t] + part[t + off];
-  return part[0];
+  std::vector<float> part(kKernelThreads);
+  float S = 0.f;
+  for (size_t c0 = 0; c0 < V; c0 += kKernelChunk) {
+    const size_t end = std::min(V, c0 + kKernelChunk);
+    std::fill(part.begin(), part.end(), 0.f);
+    for (size_t t = 0; t < kKernelThreads; ++t)
+      for (size_t i = c0 + t; i < end; i += kKernelThreads) {
+        const float w = weight(x[i]);
+        if (w >= pivot) part[t] = part[t] + w;
+      }
+    for (size_t off = kKernelThreads / 2; off > 0; off /= 2)
+      for (size_t t = 0; t < off; ++t) part[t] = part[t] + part[t + off];
+    S = S + part[0];
+  }
+  return S;
 }
 
 void renorm_rows(std::span<const float> probs, size_t V, size_t B, std::span<float> out, Arith a,

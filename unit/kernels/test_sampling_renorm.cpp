@@ -91,6 +91,14 @@ std::vector<SweepParam> sweep_params() {
                       RowKind::kHostile, RowKind::kZero})
       v.push_back({{.B = 8, .V = 32000, .top_p = top_p, .rows = k}});
     v.push_back({{.B = 64, .V = 129280, .top_p = top_p}});
+    // Small batches of long rows: several blocks per row (the multi-block passes), ragged k or p.
+    for (int64_t V : {129280, 262144})
+      for (int64_t B : {2, 3}) v.push_back({{.B = B, .V = V, .top_p = top_p}});
+    v.push_back({{.B = 3, .V = 262144, .top_p = top_p, .rows = RowKind::kSoftmax}});
+    v.push_back({{.B = 2, .V = 129280, .top_p = top_p, .rows = RowKind::kTies}});
+    v.push_back({{.B = 3, .V = 129280, .top_p = top_p}, Launch::kGraph});
+    // Many rows of several chunks: one block per row over every chunk.
+    v.push_back({{.B = 520, .V = 5000, .top_p = top_p}});
     v.push_back({{.B = 6, .V = 3000, .top_p = top_p}, Launch::kGraph});
   }
   return v;
@@ -135,7 +143,8 @@ TEST_F(SamplingRenorm, InPlace) {
   fx::DeviceBuffer<float> p(3, "p");
   probs.upload(x, stream());
   p.upload(in.at("p").values<float>(), stream());
-  ks::top_p(probs.data(), 3, 5000, p.data(), probs.data(), stream());
+  fx::DeviceBuffer<uint8_t> ws(ks::workspace_bytes(3, 5000), "workspace");
+  ks::top_p(probs.data(), 3, 5000, p.data(), probs.data(), ws.data(), ws.size(), stream());
   EXPECT_TRUE(
       fx::bitwise_equal(probs.download(stream()), want, fx::Shape{3, 5000}, {.name = "in place"}));
   EXPECT_TRUE(probs.guards_intact());
@@ -144,14 +153,44 @@ TEST_F(SamplingRenorm, InPlace) {
 TEST(SamplingRenormArgs, BadArgumentsNameTheField) {
   auto f = fx::fake<float>();
   auto k = fx::fake<int32_t>();
-  EXPECT_THAT(fx::launch_error([&] { ks::top_k(f, 1, 0, k, f, nullptr); }), HasSubstr("V=0"));
-  EXPECT_THAT(fx::launch_error([&] { ks::top_k(f, 1, (1 << 18) + 1, k, f, nullptr); }),
+  auto ws = fx::fake<void>();
+  const size_t big = size_t(1) << 30;
+  EXPECT_THAT(fx::launch_error([&] { ks::top_k(f, 1, 0, k, f, ws, big, nullptr); }),
+              HasSubstr("V=0"));
+  EXPECT_THAT(fx::launch_error([&] { ks::top_k(f, 1, (1 << 18) + 1, k, f, ws, big, nullptr); }),
               HasSubstr("V=262145"));
-  EXPECT_THAT(fx::launch_error([&] { ks::top_p(f, -1, 8, f, f, nullptr); }), HasSubstr("B=-1"));
-  EXPECT_THAT(fx::launch_error([&] { ks::top_p(f, 2, 8, nullptr, f, nullptr); }),
+  EXPECT_THAT(fx::launch_error([&] { ks::top_p(f, -1, 8, f, f, ws, big, nullptr); }),
+              HasSubstr("B=-1"));
+  EXPECT_THAT(fx::launch_error([&] { ks::top_p(f, 2, 8, nullptr, f, ws, big, nullptr); }),
               HasSubstr("null pointer"));
-  EXPECT_EQ(fx::launch_error([&] { ks::top_k(nullptr, 0, 8, nullptr, nullptr, nullptr); }),
-            "no invalid_argument");  // B = 0 launches nothing
+  EXPECT_EQ(
+      fx::launch_error([&] { ks::top_k(nullptr, 0, 8, nullptr, nullptr, nullptr, 0, nullptr); }),
+      "no invalid_argument");  // B = 0 launches nothing
+  // The workspace: missing, one byte short, misaligned.
+  const size_t need = ks::workspace_bytes(1, 129280);
+  ASSERT_GT(need, 0u);
+  EXPECT_THAT(fx::launch_error([&] { ks::top_k(f, 1, 129280, k, f, nullptr, 0, nullptr); }),
+              HasSubstr("workspace_bytes=0 is below workspace_bytes(B=1, V=129280)=" +
+                        std::to_string(need)));
+  EXPECT_THAT(fx::launch_error([&] { ks::top_p(f, 1, 129280, f, f, ws, need - 1, nullptr); }),
+              HasSubstr("workspace_bytes=" + std::to_string(need - 1)));
+  EXPECT_THAT(
+      fx::launch_error([&] { ks::top_p(f, 1, 129280, f, f, fx::fake<void>(4100), need, nullptr); }),
+      HasSubstr("workspace=4100 must be 8-byte aligned"));
+  EXPECT_THAT(fx::launch_error([&] { (void)ks::workspace_bytes(3, 0); }), HasSubstr("V=0"));
+  EXPECT_THAT(fx::launch_error([&] { (void)ks::workspace_bytes(-2, 8); }), HasSubstr("B=-2"));
+}
+
+// The workspace: none when every row fits one block (short rows, or enough rows to fill the
+// device), and not growing past a bounded number of blocks as B grows.
+TEST(SamplingRenormArgs, WorkspaceSize) {
+  EXPECT_EQ(ks::workspace_bytes(0, 129280), 0u);
+  EXPECT_EQ(ks::workspace_bytes(1, 4096), 0u);
+  EXPECT_EQ(ks::workspace_bytes(512, 262144), 0u);
+  EXPECT_GT(ks::workspace_bytes(1, 4097), 0u);
+  EXPECT_GT(ks::workspace_bytes(256, 129280), 0u);
+  EXPECT_LE(ks::workspace_bytes(256, 262144), size_t(4) << 20);
+  EXPECT_LE(ks::workspace_bytes(1, 262144), ks::workspace_bytes(2, 262144));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // JUnit reading (CTest's and GoogleTest's formats) and the families x checks summary table.
 #include <gtest/gtest.h>
 
+#include "helpers.hpp"
 #include "junit.hpp"
 
 namespace dsv4::nightly {
@@ -119,6 +120,89 @@ TEST(Junit, SummaryTableLaysOutFamiliesByChecks) {
   EXPECT_NE(md.find("| other | — | — | — | ✅ 1/1 | ✅ 1/1 |"), std::string::npos) << md;
   EXPECT_NE(md.find("Failed tests:\n- `kernels/Sweep/RingLayout.Shapes/T1 <&>`"), std::string::npos)
       << md;
+}
+
+// CTest's JUnit with three shards of kernels_test_kv_store and one per-test result: shard 1
+// names its GoogleTest XML, shard 2's lies beside the JUnit, shard 3 timed out without one.
+std::string sharded_ctest_xml(const std::string& named_xml) {
+  return R"X(<testsuite>
+	<testcase name="kernels_test_kv_store/shard-1-of-3" status="fail">
+		<failure message=""/>
+		<system-out>[dsv4] shard 1 of 3 of /b/kernels_test_kv_store; GoogleTest XML: )X" +
+         named_xml + R"X(
+[==========] Running 2 tests</system-out>
+	</testcase>
+	<testcase name="kernels_test_kv_store/shard-2-of-3" status="fail">
+		<failure message=""/>
+		<system-out>[dsv4] shard 2 of 3 of /b/kernels_test_kv_store; GoogleTest XML: /absent/shard-2-of-3.xml
+</system-out>
+	</testcase>
+	<testcase name="kernels_test_kv_store/shard-3-of-3" status="fail">
+		<failure message="Timeout"/>
+		<system-out>[dsv4] shard 3 of 3 of /b/kernels_test_kv_store; GoogleTest XML: /absent/shard-3-of-3.xml
+[ RUN      ] KvStore.Quick
+[       OK ] KvStore.Quick (3 ms)
+[ RUN      ] KvStore.Slow
+</system-out>
+	</testcase>
+	<testcase name="replay/Replay.Cli" status="run"/>
+</testsuite>
+)X";
+}
+
+TEST(Junit, ShardsStandForTheirGoogleTestTests) {
+  test::TempDir d;
+  test::write_file(d / "build/junit/kernels_test_kv_store/shard-1-of-3.xml", kGtestXml);
+  // Shard 2 failed, though its one test passed (e.g. it crashed at exit).
+  test::write_file(d / "artifact/junit/kernels_test_kv_store/shard-2-of-3.xml",
+                   "<testsuites><testcase name=\"Read\" classname=\"KvStore\" status=\"run\" "
+                   "result=\"completed\"/></testsuites>");
+  const auto ctest =
+      parse_junit(sharded_ctest_xml(d / "build/junit/kernels_test_kv_store/shard-1-of-3.xml"));
+  ASSERT_EQ(ctest.size(), 4u);
+  EXPECT_NE(ctest[0].output.find("GoogleTest XML: "), std::string::npos) << "system-out is kept";
+  const auto r = expand_shards(ctest, d / "artifact", d / "artifact");
+  std::vector<std::string> names;
+  for (const auto& t : r) names.push_back(t.name);
+  EXPECT_EQ(
+      names,
+      (std::vector<std::string>{
+          "kernels_test_kv_store/KvStore.Hostile", "kernels_test_kv_store/KvStore.Determinism",
+          "kernels_test_kv_store/KvStore.Bitwise", "kernels_test_kv_store/KvStore.Read",
+          "kernels_test_kv_store/shard-2-of-3", "kernels_test_kv_store/KvStore.Quick",
+          "kernels_test_kv_store/KvStore.Slow", "replay/Replay.Cli"}));
+  ASSERT_EQ(r.size(), 8u);
+  EXPECT_EQ(r[0].outcome, Outcome::kFail);
+  EXPECT_EQ(r[0].message, "a.cpp:10\nExpected: 1");
+  EXPECT_EQ(r[1].outcome, Outcome::kSkip);
+  EXPECT_EQ(r[3].outcome, Outcome::kPass);
+  EXPECT_EQ(r[4].outcome, Outcome::kFail);
+  EXPECT_NE(r[4].message.find("none of its tests did"), std::string::npos) << r[4].message;
+  EXPECT_EQ(r[5].outcome, Outcome::kPass);
+  EXPECT_EQ(r[6].outcome, Outcome::kFail);
+  EXPECT_EQ(r[6].message, "the shard stopped in this test: Timeout");
+  EXPECT_EQ(r[7].outcome, Outcome::kPass);
+  // The XML the shard named was copied beside the artifact's JUnit, so a later triage finds it.
+  EXPECT_EQ(test::read_file(d / "artifact/junit/kernels_test_kv_store/shard-1-of-3.xml"),
+            kGtestXml);
+  const auto again =
+      expand_shards(parse_junit(sharded_ctest_xml("/moved/away.xml")), d / "artifact");
+  EXPECT_EQ(again.size(), 8u);
+  EXPECT_EQ(again[0].name, "kernels_test_kv_store/KvStore.Hostile");
+}
+
+TEST(Junit, ShardWithoutXmlOrOutputStaysAsItIs) {
+  const auto r = expand_shards(
+      parse_junit(
+          "<testsuite><testcase name=\"x_test/shard-1-of-2\" status=\"notrun\">"
+          "<skipped message=\"SKIP_REGULAR_EXPRESSION_MATCHED\"/></testcase>"
+          "<testcase name=\"x_test/shard-2-of-2\" status=\"fail\"><failure message=\"SEGFAULT\"/>"
+          "</testcase></testsuite>"),
+      "/nonexistent");
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].outcome, Outcome::kSkip);
+  EXPECT_EQ(r[1].name, "x_test/shard-2-of-2");
+  EXPECT_EQ(r[1].outcome, Outcome::kFail);
 }
 
 }  // namespace

@@ -101,6 +101,39 @@ TEST_F(ResourceSpec, BadArgumentsAreNamed) {
   EXPECT_NE(r.output.find("got 'metal'"), std::string::npos) << r.output;
 }
 
+// Slots sized by what a GPU holds: the smallest GPU's memory over the MiB one slot may use.
+TEST_F(ResourceSpec, MibPerSlotFollowsTheSmallestGpu) {
+  test::write_file(dir_ / "bin/nvidia-smi",
+                   "#!/bin/sh\ncase \"$*\" in\n"
+                   "  *memory.total*) printf '143771\\n81559\\n' ;;\n"
+                   "  *) printf '0\\n1\\n' ;;\nesac\n",
+                   true);
+  json j = spec("--mib-per-slot 4096");
+  ASSERT_EQ(ids(j).size(), 2u);
+  for (const auto& g : j["local"][0]["gpus"]) EXPECT_EQ(g["slots"], 81559 / 4096);
+  j = spec("--mib-per-slot 1000000");
+  EXPECT_EQ(j["local"][0]["gpus"][0]["slots"], 1) << "at least one slot";
+
+  fake("rocminfo", rocminfo_listing(2));
+  test::write_file(dir_ / "bin/rocm-smi",
+                   "#!/bin/sh\necho 'device,VRAM Total Memory (B),VRAM Total Used Memory (B)'\n"
+                   "echo 'card0,309220868096,295047168'\necho 'card1,309220868096,295047168'\n",
+                   true);
+  j = spec("--mib-per-slot 8192");
+  EXPECT_EQ(j["local"][0]["gpus"][1]["slots"], 309220868096 / 1048576 / 8192);
+
+  test::write_file(dir_ / "bin/rocm-smi", "#!/bin/sh\nexit 1\n", true);
+  auto r = run("--mib-per-slot 8192");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("cannot read the GPUs' memory"), std::string::npos) << r.output;
+  r = run("--mib-per-slot 0");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("--mib-per-slot must be a positive integer, got '0'"), std::string::npos)
+      << r.output;
+  r = run("--slots");
+  EXPECT_EQ(r.code, 2) << "an option without its value: " << r.output;
+}
+
 TEST_F(ResourceSpec, CtestAcceptsTheSpec) {
   fake("nvidia-smi", "0\n1\n");
   spec("");

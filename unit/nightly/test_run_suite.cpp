@@ -43,6 +43,20 @@ if [ -n "$FAKE_SERVER_EXIT" ]; then sleep 0.3; echo "fake server: failing"; exit
 exec sleep 300
 )X";
 
+// A sharded GoogleTest executable: names and writes its XML as fixtures/main/test_main.cpp and
+// GoogleTest do; shard 2 has a failing test.
+const char* kFakeShard = R"X(#!/bin/sh
+x=${1#--gtest_output=xml:}
+echo "[dsv4] shard $((GTEST_SHARD_INDEX + 1)) of $GTEST_TOTAL_SHARDS of $0; GoogleTest XML: $x"
+mkdir -p "$(dirname "$x")"
+if [ "$GTEST_SHARD_INDEX" = 0 ]; then
+  echo '<testsuites><testcase name="Poison" classname="KvStore" status="run" result="completed"/></testsuites>' > "$x"
+  exit 0
+fi
+echo '<testsuites><testcase name="Hostile" classname="KvStore" status="run" result="completed"><failure message="mismatch at 3"/></testcase><testcase name="GraphReplay" classname="KvStore" status="run" result="completed"/></testsuites>' > "$x"
+exit 1
+)X";
+
 const char* kFakeNvidiaSmi = R"X(#!/bin/sh
 [ -n "$FAKE_NO_GPU" ] || printf '0\n1\n'
 )X";
@@ -66,6 +80,18 @@ class RunSuite : public ::testing::Test {
                      "set_tests_properties(kernels/KvStore.Poison kernels/RingLayout.GraphReplay "
                      "PROPERTIES LABELS gpu RESOURCE_GROUPS gpus:1)\n"
                      "set_tests_properties(cpu/Other.Test PROPERTIES LABELS cpu)\n");
+    // Shards as cmake/Dsv4GpuTests.cmake registers them; the second has a failing test.
+    test::write_file(dir_ / "build/kernels_test_kv_store", kFakeShard, true);
+    std::string shards;
+    for (int i = 1; i <= 2; ++i) {
+      const std::string name = "kernels_test_kv_store/shard-" + std::to_string(i) + "-of-2";
+      shards += "add_test(" + name + " " + dir_ / "build/kernels_test_kv_store" +
+                " --gtest_output=xml:" + dir_ / ("build/junit/" + name + ".xml") + ")\n" +
+                "set_tests_properties(" + name + " PROPERTIES LABELS gpu RESOURCE_GROUPS gpus:1 " +
+                "ENVIRONMENT \"GTEST_TOTAL_SHARDS=2;GTEST_SHARD_INDEX=" + std::to_string(i - 1) +
+                "\")\n";
+    }
+    test::write_file(dir_ / "src/ct-shards/CTestTestfile.cmake", shards);
     test::write_file(dir_ / "src/ct-fail/CTestTestfile.cmake",
                      "add_test(kernels/KvStore.Poison /bin/true)\n"
                      "add_test(kernels/KvStore.Hostile /bin/sh -c \"echo mismatch; exit 1\")\n"
@@ -119,16 +145,18 @@ class RunSuite : public ::testing::Test {
                        {{{"name", "graph"}, {"match", "Graph"}},
                         {{"name", "poison"}, {"match", "Poison"}},
                         {{"name", "hostile"}, {"match", "Hostile"}}}}}}};
-    json kfail = kernels, knogpu = kernels;
+    json kfail = kernels, knogpu = kernels, kshards = kernels;
+    kshards["name"] = "kernels-shards";
+    kshards["ctest"]["test_dir"] = "ct-shards";
     kernels["name"] = "kernels-pass";
     kfail["name"] = "kernels-fail";
     kfail["ctest"]["test_dir"] = "ct-fail";
     knogpu["name"] = "kernels-no-gpu";
     knogpu["env"] = {{"FAKE_NO_GPU", "1"}};
-    json doc = test::registry_doc({with("e2e-green", json::object()),
-                                   with("e2e-gate", {{"FAKE_RUN_EXIT", "1"}}),
-                                   with("e2e-not-ready", {{"FAKE_READY_EXIT", "3"}}), fixed_port,
-                                   timeout, missing, retried, cached, kernels, kfail, knogpu});
+    json doc = test::registry_doc(
+        {with("e2e-green", json::object()), with("e2e-gate", {{"FAKE_RUN_EXIT", "1"}}),
+         with("e2e-not-ready", {{"FAKE_READY_EXIT", "3"}}), fixed_port, timeout, missing, retried,
+         cached, kernels, kfail, knogpu, kshards});
     reg_ = parse_registry(doc, "test-suites.json");
   }
 
@@ -294,6 +322,21 @@ TEST_F(RunSuite, KernelsFailureIsExit1WithTheTable) {
   EXPECT_EQ(manifest_["case_dir"], dir_ / "out/kernels-fail/cases") << "case files are uploaded";
 }
 
+TEST_F(RunSuite, KernelsShardsAreReportedByTheirTests) {
+  EXPECT_EQ(run("kernels-shards"), 1) << manifest_.dump(2);
+  EXPECT_EQ(manifest_["tests"], 3) << "the shards' GoogleTest tests, not the 2 shards";
+  EXPECT_EQ(manifest_["tests_failed"], 1);
+  ASSERT_EQ(manifest_["failures"].size(), 1u) << manifest_.dump(2);
+  EXPECT_EQ(manifest_["failures"][0]["id"], "kernels_test_kv_store/KvStore.Hostile");
+  EXPECT_EQ(manifest_["failures"][0]["detail"], "mismatch at 3");
+  const std::string md = artifact("kernels-shards", "summary.md");
+  EXPECT_NE(md.find("| kv_store | ✅ 1/1 | ✅ 1/1 | ❌ 0/1 | ❌ 2/3 |"), std::string::npos) << md;
+  EXPECT_NE(
+      artifact("kernels-shards", "junit/kernels_test_kv_store/shard-2-of-2.xml").find("Hostile"),
+      std::string::npos)
+      << "the shards' XML travels with the artifact";
+}
+
 TEST_F(RunSuite, KernelsWithoutGpuIsExit3) {
   EXPECT_EQ(run("kernels-no-gpu"), 3) << manifest_.dump(2);
   EXPECT_NE(artifact("kernels-no-gpu", "resource-spec.log").find("no GPU found"),
@@ -343,6 +386,7 @@ for a; do
   esac
 done
 echo "filter $f" >> "$0.calls"
+[ -n "$f" ] || f=Whole.Executable
 {
   echo '<testsuites>'
   IFS=:
@@ -424,6 +468,22 @@ TEST_F(Sanitize, RacecheckSummaryIsRead) {
   EXPECT_NE(md.find("- kernels_test_ring_layout: Error: Race reported between Write access"),
             std::string::npos)
       << md;
+}
+
+// Shards (GTEST_TOTAL_SHARDS in their environment) of one executable: one unfiltered process.
+TEST_F(Sanitize, ShardsRunTheirExecutableOnceWhole) {
+  test::write_file(dir_ / "build/kernels_test_sharded", kFakeGtest, true);
+  std::string ct = test::read_file(dir_ / "build/CTestTestfile.cmake");
+  for (const char* shard : {"shard-1-of-2", "shard-2-of-2"})
+    ct += std::string("add_test(kernels_test_sharded/") + shard + " " +
+          dir_ / "build/kernels_test_sharded" + " --gtest_output=xml:" + dir_ / "ignored.xml" +
+          ")\nset_tests_properties(kernels_test_sharded/" + shard +
+          " PROPERTIES LABELS gpu ENVIRONMENT \"GTEST_TOTAL_SHARDS=2;GTEST_SHARD_INDEX=0\")\n";
+  test::write_file(dir_ / "build/CTestTestfile.cmake", ct);
+  EXPECT_EQ(sanitize(opt_), 0);
+  EXPECT_EQ(test::read_file(dir_ / "build/kernels_test_sharded.calls"), "filter \n");
+  const std::string md = test::read_file(dir_ / "out/summary.md");
+  EXPECT_NE(md.find("3 executables, 4 tests: 4 passed"), std::string::npos) << md;
 }
 
 TEST_F(Sanitize, MissingSanitizerOrTestsCannotRun) {

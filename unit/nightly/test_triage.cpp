@@ -90,16 +90,39 @@ TEST(Triage, CouldNotRunIsClassifiedAndTheLatestAttemptCounts) {
   EXPECT_EQ(md.find("e2e-z"), std::string::npos) << "a skipped job is not a failure: " << md;
 }
 
+// The one failure load_run derives from an older report (no failure list) with this JUnit file.
+Failure derived_failure(const test::TempDir& d, const std::string& junit) {
+  test::write_file(d / "run/k/suite.json", R"({"suite": "kernels", "exit_code": 1})");
+  test::write_file(d / "run/k/junit.xml", junit);
+  const auto runs = load_run(d / "run");
+  if (runs.count("kernels") != 1 || runs.at("kernels").failures.size() != 1) {
+    ADD_FAILURE() << "not one failure of the suite 'kernels'";
+    return {};
+  }
+  return runs.at("kernels").failures[0];
+}
+
 TEST(Triage, OlderReportsWithoutAFailureListAreRead) {
   test::TempDir d;
-  test::write_file(d / "run/k/suite.json", R"({"suite": "kernels", "exit_code": 1})");
-  test::write_file(d / "run/k/junit.xml",
-                   "<testsuite><testcase name=\"kernels/A.B\"><failure message=\"m\"/>"
-                   "</testcase><testcase name=\"kernels/A.C\"/></testsuite>");
-  const auto runs = load_run(d / "run");
-  ASSERT_EQ(runs.count("kernels"), 1u);
-  ASSERT_EQ(runs.at("kernels").failures.size(), 1u);
-  EXPECT_EQ(runs.at("kernels").failures[0].id, "kernels/A.B");
+  EXPECT_EQ(derived_failure(d,
+                            "<testsuite><testcase name=\"kernels/A.B\"><failure message=\"m\"/>"
+                            "</testcase><testcase name=\"kernels/A.C\"/></testsuite>")
+                .id,
+            "kernels/A.B");
+}
+
+TEST(Triage, OlderShardReportsNameTheGoogleTestTests) {
+  test::TempDir d;
+  test::write_file(d / "run/k/junit/kernels_test_x/shard-1-of-2.xml",
+                   "<testsuites><testcase name=\"B\" classname=\"A\"><failure message=\"m\"/>"
+                   "</testcase><testcase name=\"C\" classname=\"A\"/></testsuites>");
+  const Failure f =
+      derived_failure(d,
+                      "<testsuite><testcase name=\"kernels_test_x/shard-1-of-2\" status=\"fail\">"
+                      "<failure message=\"\"/></testcase><testcase "
+                      "name=\"kernels_test_x/shard-2-of-2\" status=\"run\"/></testsuite>");
+  EXPECT_EQ(f.id, "kernels_test_x/A.B");
+  EXPECT_EQ(f.detail, "m");
 }
 
 TEST(Triage, CommandLineAppendsToTheSummary) {

@@ -123,6 +123,20 @@ TEST(SamplingRenorm, KernelArithmeticFollowsTheKernelsSumOrder) {
   EXPECT_EQ(topk(row, 0, sr::Arith::kKernel)[0], topk(row, 0)[0]);
 }
 
+// Chunks of 4096 entries are summed apart, then added in chunk order: 1 with 2^-24 in chunk 0
+// rounds to 1, and chunk 1's 2^-24 added to that rounds to 1 again; one strided partial per
+// thread across the whole row would have paired the two 2^-24 first (1 + 2^-23).
+TEST(SamplingRenorm, KernelArithmeticSumsChunksInChunkOrder) {
+  std::vector<float> row(8193, 0.f);
+  row[0] = 1.f;
+  row[1] = std::ldexp(1.f, -24);
+  row[4097] = std::ldexp(1.f, -24);
+  const auto kern = topk(row, 0, sr::Arith::kKernel), exact = topk(row, 0);
+  EXPECT_EQ(kern[0], 1.f);
+  EXPECT_EQ(kern[4097], std::ldexp(1.f, -24));
+  EXPECT_EQ(exact[0], 1.f - std::ldexp(1.f, -23));  // 1 / (1 + 2^-23)
+}
+
 TEST(SamplingRenorm, BadSizesNameTheField) {
   std::vector<float> out(4);
   EXPECT_THAT([&] { sr::top_k(std::vector<float>(4), 0, std::vector<int32_t>{1}, out); },

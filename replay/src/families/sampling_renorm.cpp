@@ -153,13 +153,22 @@ fx::Tensors SamplingRenormCase::reference(const fx::Tensors& in) const {
   return {{"out", st::Tensor::of<float>(probs.shape, out)}};
 }
 
+std::vector<fx::ScratchSpec> SamplingRenormCase::scratch(const fx::Tensors&) const {
+  const size_t bytes = kern::workspace_bytes(shape_.B, shape_.V);
+  if (!bytes) return {};
+  return {{.name = "workspace", .bytes = bytes}};
+}
+
 void SamplingRenormCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
+  const bool has_ws = d.has("workspace");
+  uint8_t* ws = has_ws ? d.ptr<uint8_t>("workspace") : nullptr;
+  const size_t bytes = has_ws ? kern::workspace_bytes(shape_.B, shape_.V) : 0;
   if (shape_.top_p)
     kern::top_p(d.ptr<float>("probs"), shape_.B, shape_.V, d.ptr<float>("p"), d.ptr<float>("out"),
-                s);
+                ws, bytes, s);
   else
     kern::top_k(d.ptr<float>("probs"), shape_.B, shape_.V, d.ptr<int32_t>("k"), d.ptr<float>("out"),
-                s);
+                ws, bytes, s);
 }
 
 }  // namespace dsv4::cases

@@ -3,16 +3,26 @@
 // fixed-point rule, top_p_fixed).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "dsv4/gpu/runtime.hpp"
 
 namespace dsv4::kernels::sampling_renorm {
 
+// Device scratch bytes a launch over [B, V] needs (0 when every row fits one block: V <= 4096 or
+// B >= 512): several blocks share a row when B is small and keep their partial histograms and
+// chunk sums there. Its contents need no initialisation, and are not kept between launches (one
+// workspace per stream). Throws std::invalid_argument on a bad B or V, as the launchers do.
+size_t workspace_bytes(int64_t B, int64_t V);
+
 // probs and out: [B, V] device arrays (out may be probs: in place); k or p: [B]. V in [1, 2^18].
-// Enqueued on s without synchronisation (capturable); bad arguments throw std::invalid_argument
-// naming the field. B = 0 launches nothing.
-void top_k(const float* probs, int64_t B, int64_t V, const int32_t* k, float* out, gpu::Stream s);
-void top_p(const float* probs, int64_t B, int64_t V, const float* p, float* out, gpu::Stream s);
+// workspace: workspace_size >= workspace_bytes(B, V) bytes, 8-byte aligned (may be null when that
+// is 0). Enqueued on s without synchronisation (capturable); bad arguments throw
+// std::invalid_argument naming the field. B = 0 launches nothing.
+void top_k(const float* probs, int64_t B, int64_t V, const int32_t* k, float* out, void* workspace,
+           size_t workspace_size, gpu::Stream s);
+void top_p(const float* probs, int64_t B, int64_t V, const float* p, float* out, void* workspace,
+           size_t workspace_size, gpu::Stream s);
 
 }  // namespace dsv4::kernels::sampling_renorm

@@ -40,11 +40,15 @@ float top_p_pivot_fixed(std::span<const float> row, float p);  // the kernel's b
 
 // How a batch function computes: kFp64 is the specification (exact fp64 masses and kept sum,
 // out = w / S rounded once to fp32). kKernel is the kernel's own arithmetic, bit for bit: the
-// fixed-point top-p boundary, and the kept sum in fp32 in the kernel's order: partial t (t < 512)
-// adds the kept w of entries i = t, t + 512, t + 1024, ... in that order starting from 0, then
-// for off = 256, 128, ..., 1 partial t += partial t + off; out = w / S in fp32.
+// fixed-point top-p boundary, and the kept sum in fp32 in the kernel's order: the row in chunks
+// of 4096 entries; in chunk c, partial t (t < 512) adds the kept w of entries c*4096 + t,
+// c*4096 + t + 512, ... (within the chunk and the row) in that order starting from 0, then for
+// off = 256, 128, ..., 1 partial t += partial t + off, giving the chunk's sum s_c; S = s_0 + s_1
+// + ... added left to right from 0; out = w / S in fp32. (The chunks are what the blocks that
+// share a row split; the order does not depend on how many blocks do.)
 enum class Arith { kFp64, kKernel };
 constexpr size_t kKernelThreads = 512;
+constexpr size_t kKernelChunk = 4096;
 
 // Whole batches: probs and out are [B, V]; k or p has B entries. Throws std::invalid_argument
 // naming the field on bad sizes.

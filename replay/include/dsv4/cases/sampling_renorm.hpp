@@ -5,7 +5,8 @@
 // Case layout: in.probs F32 [B, V] and either in.k I32 [B] (top-k) or in.p F32 [B] (top-p).
 // Output: out F32 [B, V], poisoned before each launch, compared bit for bit with the reference in
 // the kernel's arithmetic (ref::sampling_renorm::Arith::kKernel); the tests also hold it to the
-// fp64 specification within rtol 1e-5.
+// fp64 specification within rtol 1e-5. Scratch: workspace U8 [workspace_bytes(B, V)] when
+// several blocks share a row.
 
 #include <cstdint>
 #include <string>
@@ -35,6 +36,7 @@ class SamplingRenormCase : public ShapedCase<SamplingRenormShape> {
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
+  std::vector<fx::ScratchSpec> scratch(const fx::Tensors& in) const override;  // "workspace"
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
 };
 
