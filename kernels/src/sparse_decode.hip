@@ -9,6 +9,7 @@
 // scores of a head are added in shared memory in a fixed order, the online softmax (base 2, fp32)
 // runs on them, P is rounded to bf16 for the output product P V with V the same rows (MLA), and
 // the sums that normalise stay fp32. Output through a shared-memory staging tile.
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -548,18 +549,21 @@ void check_cache(const char* name, const Cache& c) {
   if (!aligned16(c.pool)) bad(n + ".pool is not 16-byte aligned");
 }
 
-// One launch of the kernel for G head groups per block (dynamic shared memory past 48 KB is
-// allowed once per instantiation on NVIDIA).
+// One launch of the kernel for G head groups per block. On NVIDIA dynamic shared memory past 48 KB
+// is allowed first, once per device (a kernel's attributes belong to a device's context).
 template <int G>
 void run(const KArgs& k, hipStream_t st) {
   constexpr int bytes = Smem{G}.bytes();
 #if DSV4_GPU_CUDA
-  static const bool allowed = [] {
+  static std::atomic<uint64_t> allowed{0};  // bit d: done on device d (d < 64)
+  int dev = 0;
+  DSV4_GPU_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit == 0 || (allowed.load() & bit) == 0) {
     DSV4_GPU_CHECK(
         cudaFuncSetAttribute(decode_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    return true;
-  }();
-  (void)allowed;
+    allowed.fetch_or(bit);
+  }
 #endif
   gpu::launch(decode_kernel<G>, dim3(unsigned(k.a.B), unsigned(k.a.H / (16 * G)), unsigned(k.S)),
               dim3(kThreads), size_t(bytes), st, k);
