@@ -69,6 +69,16 @@ inline double copy_ceiling_gbps(size_t bytes, gpu::Stream s) {
   return 2.0 * double(bytes) / (us * 1e3);
 }
 
+// Device write-only bandwidth in GB/s: a fill of `bytes` (the runtime's memset), the ceiling of a
+// kernel whose traffic is mostly writes.
+inline double write_ceiling_gbps(size_t bytes, gpu::Stream s) {
+  void* a = gpu::malloc_bytes(bytes);
+  const double us = median_us(
+      [&](int i, gpu::Stream st) { gpu::fill_bytes(a, i & 0xff, bytes, st); }, s, 20, 5, 5);
+  gpu::free_bytes(a);
+  return double(bytes) / (us * 1e3);
+}
+
 // A table printed as aligned columns (header, rule, rows), also easy to paste into Markdown.
 class Table {
  public:

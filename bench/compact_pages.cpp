@@ -38,9 +38,12 @@ enum class Op { kQuantize, kDequantizeBf16, kDequantizeF32 };
 struct Result {
   std::string kernel, key;  // key: the torch JSON's name for the same operation
   int64_t T;
-  double bytes, us, copy_gbps;
+  double bytes, us, copy_gbps, write_gbps;
   bool targeted;
 };
+
+const char* const kQuantizeVariantNames[2] = {"", " var1 (integer encoder)"};
+const char* const kDequantVariantNames[kc::kDequantVariants] = {"", " var1 (8 values per lane)"};
 
 std::string key_of(Op op, KvLayout l) {
   const std::string name = kv_layout_name(l);
@@ -61,8 +64,9 @@ std::vector<bf16> rows(fx::Rng& rng, int64_t T) {
 
 // Inputs rotated across calls so that the large cases stream from memory, not from the cache:
 // bf16 rows (quantise) or filled pools (dequantise), and distinct random slots in a pool of 2T
-// slots (pages of 64).
-Result run(Op op, KvLayout l, int64_t T, int V, gpu::Stream s) {
+// slots (pages of 64). One row per kernel variant in `variants` (the inputs made once).
+std::vector<Result> run(Op op, KvLayout l, int64_t T, int V, gpu::Stream s,
+                        const std::vector<int>& variants = {0}) {
   fx::Rng rng(uint64_t(T) * 131 + uint64_t(op) * 7 + uint64_t(l));
   const PageLayout L = page_layout(l);
   const int64_t pages = std::max<int64_t>(2 * T, 1024) / kPage;
@@ -94,35 +98,38 @@ Result run(Op op, KvLayout l, int64_t T, int V, gpu::Stream s) {
   Dev<uint8_t> pool(pool_bytes);
   Dev<uint8_t> out(size_t(T) * 512 * out_bytes);
 
-  const double us = bench::median_us(
-      [&](int i, gpu::Stream st) {
-        const int k = i % sets;
-        if (op == Op::kQuantize)
-          kc::quantize(l, kPage, src[size_t(k)]->p, 0, slots[size_t(k)]->p, T, pool.p, pages,
-                       errors.p, st, {.values_per_lane = V});
-        else if (op == Op::kDequantizeBf16)
-          kc::dequantize(l, kPage, pools[size_t(k)]->p, pages, slots[size_t(k)]->p, T,
-                         reinterpret_cast<bf16*>(out.p), 0, errors.p, st);
-        else
-          kc::dequantize(l, kPage, pools[size_t(k)]->p, pages, slots[size_t(k)]->p, T,
-                         reinterpret_cast<float*>(out.p), 0, errors.p, st);
-      },
-      s);
-  if (kernels::read_errors(errors.p, s) != 0) std::printf("warning: rows rejected\n");
-
   // Bytes each call must move: the row side, each token's data and written scale bytes, slots.
   const double row_side = double(T) * 512 * double(op == Op::kQuantize ? 2 : out_bytes);
   const double bytes = row_side + double(T) * double(L.data_bytes + L.scales) + double(T) * 8;
-  std::string name = key_of(op, l);
-  if (op == Op::kQuantize)
-    name += " V" + std::to_string(V ? V : kc::default_values_per_lane(l)) + (V ? "" : " (default)");
-  return Result{name,
-                key_of(op, l),
-                T,
-                bytes,
-                us,
-                bench::copy_ceiling_gbps(size_t(row_side), s),
-                T == kTokens && V == 0};
+  const double copy_gbps = bench::copy_ceiling_gbps(size_t(row_side), s);
+  const double write_gbps = bench::write_ceiling_gbps(size_t(row_side), s);
+  std::vector<Result> results;
+  for (int variant : variants) {
+    const double us = bench::median_us(
+        [&](int i, gpu::Stream st) {
+          const int k = i % sets;
+          if (op == Op::kQuantize)
+            kc::quantize(l, kPage, src[size_t(k)]->p, 0, slots[size_t(k)]->p, T, pool.p, pages,
+                         errors.p, st, {.values_per_lane = V, .variant = variant});
+          else if (op == Op::kDequantizeBf16)
+            kc::dequantize(l, kPage, pools[size_t(k)]->p, pages, slots[size_t(k)]->p, T,
+                           reinterpret_cast<bf16*>(out.p), 0, errors.p, st, {.variant = variant});
+          else
+            kc::dequantize(l, kPage, pools[size_t(k)]->p, pages, slots[size_t(k)]->p, T,
+                           reinterpret_cast<float*>(out.p), 0, errors.p, st, {.variant = variant});
+        },
+        s);
+    if (kernels::read_errors(errors.p, s) != 0) std::printf("warning: rows rejected\n");
+    std::string name = key_of(op, l);
+    if (op == Op::kQuantize)
+      name += " V" + std::to_string(V ? V : kc::default_values_per_lane(l)) +
+              (V ? "" : " (default)") + kQuantizeVariantNames[variant];
+    else
+      name += kDequantVariantNames[variant];
+    results.push_back(Result{name, key_of(op, l), T, bytes, us, copy_gbps, write_gbps,
+                             T == kTokens && V == 0 && variant == 0});
+  }
+  return results;
 }
 
 // "name<TAB>eager_us<TAB>compile_us" lines from the torch script; a missing file or entry leaves
@@ -149,18 +156,21 @@ int main(int argc, char** argv) {
     std::printf("no torch timings (run bench/compact_pages_torch.py --out FILE, pass FILE)\n");
   gpu::StreamHandle stream;
   std::vector<Result> results;
+  auto add = [&](std::vector<Result> r) { results.insert(results.end(), r.begin(), r.end()); };
   for (KvLayout l : kLayouts) {
-    for (int64_t T : {int64_t(4096), kTokens})
-      results.push_back(run(Op::kQuantize, l, T, 0, stream));
+    for (int64_t T : {int64_t(4096), kTokens}) add(run(Op::kQuantize, l, T, 0, stream));
     for (int V : {8, 16, 32, 64})  // the other values-per-lane choices
       if (kc::values_per_lane_supported(l, V) && V != kc::default_values_per_lane(l))
-        results.push_back(run(Op::kQuantize, l, kTokens, V, stream));
-    for (Op op : {Op::kDequantizeBf16, Op::kDequantizeF32})
-      results.push_back(run(op, l, kTokens, 0, stream));
+        add(run(Op::kQuantize, l, kTokens, V, stream));
+    if (l == KvLayout::kV41Fp4)  // the other encoder
+      for (int V : {16, 32}) add(run(Op::kQuantize, l, kTokens, V, stream, {1}));
+    add(run(Op::kDequantizeBf16, l, kTokens, 0, stream));
+    add(run(Op::kDequantizeF32, l, kTokens, 0, stream, {0, 1}));
   }
 
   bench::Table table({"kernel", "tokens", "MB moved", "us", "GB/s", "copy GB/s", "of copy",
-                      "torch eager us", "torch.compile us", "speedup", "target", ""});
+                      "write-only GB/s", "torch eager us", "torch.compile us", "speedup", "target",
+                      ""});
   int missed = 0;
   for (const Result& r : results) {
     const double gbps = r.bytes / (r.us * 1e3);
@@ -174,7 +184,7 @@ int main(int argc, char** argv) {
     missed += !met;
     table.row({r.kernel, std::to_string(r.T), bench::fmt("%.2f", r.bytes / 1e6),
                bench::fmt("%.2f", r.us), bench::fmt("%.0f", gbps), bench::fmt("%.0f", r.copy_gbps),
-               bench::fmt("%.0f%%", 100 * gbps / r.copy_gbps),
+               bench::fmt("%.0f%%", 100 * gbps / r.copy_gbps), bench::fmt("%.0f", r.write_gbps),
                std::isnan(eager) ? "" : bench::fmt("%.1f", eager),
                std::isnan(comp) ? (std::isnan(eager) ? "" : "failed") : bench::fmt("%.1f", comp),
                std::isnan(peer)   ? ""

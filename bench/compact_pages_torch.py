@@ -13,6 +13,8 @@ reason printed and kept in FILE.json beside it).
 
 import argparse
 import json
+import os
+import time
 
 import torch
 
@@ -129,6 +131,9 @@ def time_us(fn, sets, reps=30, batch=10):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--wait", metavar="FILE",
+                    help="compile every expression first, then wait until FILE exists before "
+                         "timing (lets a concurrent GPU job finish first)")
     args = ap.parse_args()
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -137,34 +142,45 @@ def main():
     x = [(torch.randn(T, 512, device=dev) * 2.0 ** torch.randint(-6, 7, (T, 1), device=dev))
          .to(torch.bfloat16) for _ in range(sets_n)]
     slots = [torch.randperm(n_pages * P, device=dev)[:T] for _ in range(sets_n)]
-    result = {}
+    ops = {}
     for name in LAYOUTS:
         pool = torch.zeros(n_pages, page_bytes(name), dtype=torch.uint8, device=dev)
         filled = [quantize(name, torch.cat([x[i], x[i]]), torch.arange(2 * T, device=dev),
                            torch.zeros_like(pool)) for i in range(sets_n)]
-        ops = {
-            f"quantize {name}": (lambda a, s, name=name: quantize(name, a, s, pool),
-                                 [(x[i], slots[i]) for i in range(sets_n)]),
-            f"dequantize {name} bf16": (
-                lambda p, s, name=name: dequantize(name, p, s, torch.bfloat16),
-                [(filled[i], slots[i]) for i in range(sets_n)]),
-            f"dequantize {name} fp32": (
-                lambda p, s, name=name: dequantize(name, p, s, torch.float32),
-                [(filled[i], slots[i]) for i in range(sets_n)]),
-        }
-        for key, (fn, sets) in ops.items():
-            eager = time_us(fn, sets)
-            entry = {"eager_us": round(eager, 2)}
-            try:
-                comp = time_us(torch.compile(fn, dynamic=False), sets)
-                entry["compile_us"] = round(comp, 2)
-            except Exception as e:  # e.g. a dtype Inductor cannot generate on this card
-                comp = float("nan")
-                entry["compile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-            result[key] = entry
-            print(f"{key:28s} eager {eager:9.1f} us   torch.compile {comp:9.1f} us "
-                  f"{entry.get('compile_error', '')}", flush=True)
-            torch._dynamo.reset()
+        ops[f"quantize {name}"] = (lambda a, s, name=name, pool=pool: quantize(name, a, s, pool),
+                                   [(x[i], slots[i]) for i in range(sets_n)])
+        ops[f"dequantize {name} bf16"] = (
+            lambda p, s, name=name: dequantize(name, p, s, torch.bfloat16),
+            [(filled[i], slots[i]) for i in range(sets_n)])
+        ops[f"dequantize {name} fp32"] = (
+            lambda p, s, name=name: dequantize(name, p, s, torch.float32),
+            [(filled[i], slots[i]) for i in range(sets_n)])
+    # Compile first (one graph per operation), time after.
+    compiled, errors = {}, {}
+    for key, (fn, sets) in ops.items():
+        try:
+            c = torch.compile(fn, dynamic=False)
+            c(*sets[0])
+            compiled[key] = c
+        except Exception as e:  # e.g. a dtype Inductor cannot generate on this card
+            errors[key] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+    torch.cuda.synchronize()
+    if args.wait:
+        while not os.path.exists(args.wait):
+            time.sleep(0.2)
+    result = {}
+    for key, (fn, sets) in ops.items():
+        eager = time_us(fn, sets)
+        entry = {"eager_us": round(eager, 2)}
+        comp = float("nan")
+        if key in compiled:
+            comp = time_us(compiled[key], sets)
+            entry["compile_us"] = round(comp, 2)
+        else:
+            entry["compile_error"] = errors[key]
+        result[key] = entry
+        print(f"{key:28s} eager {eager:9.1f} us   torch.compile {comp:9.1f} us "
+              f"{entry.get('compile_error', '')}", flush=True)
     with open(args.out, "w") as f:
         for key, e in result.items():
             f.write(f"{key}\t{e['eager_us']}\t{e.get('compile_us', 'nan')}\n")

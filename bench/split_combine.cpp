@@ -26,6 +26,7 @@ struct Case {
   int64_t B, S, H, D;
   bool sink, rope;
   std::string target;  // "" or the target
+  int variant = 0;     // ksc::Args::variant: 0 weights staged per split (default), 1 per lane
 };
 
 struct Result {
@@ -65,6 +66,7 @@ Result run(const Case& c, gpu::Stream s) {
   a.out = out.p;
   a.out_lse = out_lse.p;
   a.errors = errors.p;
+  a.variant = c.variant;
   const double us = bench::median_us(
       [&](int i, gpu::Stream st) {
         a.o = o[size_t(i % sets)]->p;
@@ -93,10 +95,17 @@ int main(int argc, char** argv) {
       {64, 8, 128, 512, true, true, ""},          {64, 16, 64, 512, false, false, ""},
   };
   std::vector<Result> results;
-  for (const Case& c : cases) results.push_back(run(c, stream));
+  for (const Case& c : cases) {
+    results.push_back(run(c, stream));
+    Case per_lane = c;  // the same shape with every lane computing every weight
+    per_lane.variant = 1;
+    per_lane.target.clear();
+    results.push_back(run(per_lane, stream));
+  }
 
-  bench::Table table({"B", "S", "H", "D", "sink", "rope", "MB moved", "us", "GB/s", "copy GB/s",
-                      "of copy", "torch eager us", "torch.compile us", "vs compile", "target", ""});
+  bench::Table table({"B", "S", "H", "D", "sink", "rope", "weights", "MB moved", "us", "GB/s",
+                      "copy GB/s", "of copy", "torch eager us", "torch.compile us", "vs compile",
+                      "target", ""});
   int missed = 0;
   for (const Result& r : results) {
     const double gbps = r.bytes / (r.us * 1e3);
@@ -105,9 +114,10 @@ int main(int argc, char** argv) {
     const auto compiled = torch.us("compile " + peer, r.c.B, r.c.D);
     table.row(
         {std::to_string(r.c.B), std::to_string(r.c.S), std::to_string(r.c.H), std::to_string(r.c.D),
-         r.c.sink ? "yes" : "no", r.c.rope ? "yes" : "no", bench::fmt("%.2f", r.bytes / 1e6),
+         r.c.sink ? "yes" : "no", r.c.rope ? "yes" : "no",
+         r.c.variant == 0 ? "staged (default)" : "per lane", bench::fmt("%.2f", r.bytes / 1e6),
          bench::fmt("%.2f", r.us), bench::fmt("%.0f", gbps), bench::fmt("%.0f", r.copy_gbps),
-         bench::fmt("%.0f%%", 100 * gbps / r.copy_gbps), torch.cell("eager " + peer, r.c.B, r.c.D),
+         bench::fmt("%.1f%%", 100 * gbps / r.copy_gbps), torch.cell("eager " + peer, r.c.B, r.c.D),
          torch.cell("compile " + peer, r.c.B, r.c.D),
          compiled ? bench::fmt("%.1fx", *compiled / r.us) : "n/a", r.c.target,
          r.c.target.empty() ? ""

@@ -1,13 +1,15 @@
 // sparse_decode kernel on matrix cores (dsv4/gpu/mma.hpp): one block per (query, group of 16 G
 // heads, split), G = 4 (64 heads) on NVIDIA when H allows it, else 1. Per tile of kTile key columns
 // the block gathers and dequantises the rows into shared memory (bf16, SGLang's reader rules
-// through the shared codecs; the next tile's bytes are loaded before this tile's scores and
-// decoded into the other buffer during its softmax), so every tile serves all the block's heads.
-// Warp w owns heads 16 (w / Dp) .. +16 and output values [Dw (w % Dp), +Dw), Dw = 512 / Dp: it
-// multiplies its heads' q by the tile's keys over its Dw values (bf16 x bf16 -> fp32 tiles), the
-// Dp partial scores of a head are added in shared memory in a fixed order, the online softmax
-// (base 2, fp32) runs on them, P is rounded to bf16 for the output product P V with V the same
-// rows (MLA), and the sums that normalise stay fp32. Output through a shared-memory staging tile.
+// through the shared codecs; a tile's indices are loaded a tile ahead, its bytes before the
+// previous tile's scores, decoded into the other buffer during its softmax), so every tile serves
+// all the block's heads. Warp w owns kM tiles of 16 heads (kM = 2 for G = 4: each B fragment
+// serves two products) and output values [Dw (w % Dp), +Dw), Dw = 512 / Dp: it multiplies its
+// heads' q by the tile's keys over its Dw values (bf16 x bf16 -> fp32 tiles), the Dp partial
+// scores of a head are added in shared memory in a fixed order, the online softmax (base 2, fp32)
+// runs on them, P is rounded to bf16 for the output product P V with V the same rows (MLA), and
+// the sums that normalise stay fp32. Output through a shared-memory staging tile.
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -36,8 +38,12 @@ constexpr int kMaxGroups = 1;
 constexpr int kItems = kTile * 16 / kThreads;  // 32-value pieces of a tile per thread
 constexpr int kLdS = kTile + 1;                // fp32 per shared row of partial scores
 constexpr int kLdP = kTile + 8;                // bf16 per shared row of P
-constexpr int kScoreRows = 8 * 16;             // Dp * 16 G (8 warps of 32 lanes at most)
 static_assert(kItems >= 1 && kTile % 16 == 0);
+// A warp multiplies kM tiles of 16 heads (a B fragment serves kM products): 2 when the block has
+// 64 heads, else 1.
+constexpr int m_tiles(int G) { return G >= 2 ? 2 : 1; }
+// Rows of partial scores: Dp * 16 G, Dp = warps / (G / kM), for 8 warps (of 32 lanes) at most.
+constexpr int score_rows(int G) { return 8 / (G / m_tiles(G)) * 16 * G; }
 // Whether the next tile's bytes are loaded before this tile's scores (in flight during them) or
 // just before they are decoded: the scalar tiles of targets without matrix cores leave no
 // registers for them.
@@ -56,7 +62,7 @@ using U4 = uint4;
 #endif
 
 // Shared memory of a block of G head groups, in bytes from the start:
-//   keys [2][kTile][kLd] bf16 | q [16G][kLd] bf16 | partial scores [kScoreRows][kLdS] fp32 |
+//   keys [2][kTile][kLd] bf16 | q [16G][kLd] bf16 | partial scores [score_rows][kLdS] fp32 |
 //   P [16G][kLdP] bf16 | alpha, m, l [16G] fp32 | valid [2][kTile] int.
 // The output staging tile [16G][kD + 4] fp32 reuses the keys and q.
 struct Smem {
@@ -64,7 +70,7 @@ struct Smem {
   DSV4_HD constexpr int keys() const { return 0; }
   DSV4_HD constexpr int q() const { return 2 * kTile * kLd * 2; }
   DSV4_HD constexpr int scores() const { return q() + 16 * G * kLd * 2; }
-  DSV4_HD constexpr int p() const { return scores() + kScoreRows * kLdS * 4; }
+  DSV4_HD constexpr int p() const { return scores() + score_rows(G) * kLdS * 4; }
   DSV4_HD constexpr int stats() const { return p() + 16 * G * kLdP * 2; }
   DSV4_HD constexpr int valid() const { return stats() + 3 * 16 * G * 4; }
   DSV4_HD constexpr int bytes() const { return valid() + 2 * kTile * 4; }
@@ -84,11 +90,18 @@ struct KArgs {
 
 // The bytes of 32 consecutive values [32 part, +32) of one token, as loaded: v41 32 codes and
 // their scale; v41_fp4 16 bytes of nibbles and two scales; v4 32 codes and their scale, or (parts
-// 14, 15) 64 bytes of raw bf16.
+// 14, 15) the first 32 of its 64 bytes of raw bf16 (the rest is read when decoded).
 struct Raw {
-  U4 v[4];
+  U4 v[2];
   uint32_t sc;
 };
+
+// v4's raw bf16 values [first, +16) of a slot (first >= 448).
+__device__ __forceinline__ const U4* v4_raw(const Cache& c, int64_t slot, int first) {
+  const PageLayout L = page_layout(c.layout);
+  return reinterpret_cast<const U4*>(c.pool + L.data_row_offset(slot, c.page_size) +
+                                     L.quant_values + 2 * (first - L.quant_values));
+}
 
 __device__ __forceinline__ void load_raw(const Cache& c, int64_t slot, int part, Raw& r) {
   const PageLayout L = page_layout(c.layout);
@@ -101,10 +114,8 @@ __device__ __forceinline__ void load_raw(const Cache& c, int64_t slot, int part,
   }
   const int first = 32 * part;
   if (first >= L.quant_values) {  // v4: the raw bf16 RoPE part
-    const U4* raw =
-        reinterpret_cast<const U4*>(data + L.quant_values + 2 * (first - L.quant_values));
-    DSV4_UNROLL
-    for (int i = 0; i < 4; ++i) r.v[i] = raw[i];
+    const U4* raw = v4_raw(c, slot, first);
+    r.v[0] = raw[0], r.v[1] = raw[1];
     return;
   }
   r.v[0] = reinterpret_cast<const U4*>(data + first)[0];
@@ -117,15 +128,11 @@ __device__ __forceinline__ uint32_t word(const U4* v, int i) {
   return i % 4 == 0 ? u.x : i % 4 == 1 ? u.y : i % 4 == 2 ? u.z : u.w;
 }
 
-// Two decoded values (fp32 bits) rounded once to bf16, as SGLang reads them, packed with the
-// first in the low half.
-__device__ __forceinline__ uint32_t bf16_pair(uint32_t lo_bits, uint32_t hi_bits) {
-  return uint32_t(f32_to_bf16(f32_from_bits(lo_bits)).bits) |
-         (uint32_t(f32_to_bf16(f32_from_bits(hi_bits)).bits) << 16);
-}
-
-// The 32 values of a Raw as 16 words of bf16 pairs (value 2i in the low half of w[i]).
-__device__ __forceinline__ void decode_raw(KvLayout layout, int part, const Raw& r, uint32_t* w) {
+// The 32 values of a Raw of slot `slot` of cache c as 16 words of bf16 pairs (value 2i in the low
+// half of w[i]).
+__device__ __forceinline__ void decode_raw(const Cache& c, int64_t slot, int part, const Raw& r,
+                                           uint32_t* w) {
+  const KvLayout layout = c.layout;
   const PageLayout L = page_layout(layout);
   if (L.fp4) {
     DSV4_UNROLL
@@ -137,29 +144,20 @@ __device__ __forceinline__ void decode_raw(KvLayout layout, int part, const Raw&
     return;
   }
   if (32 * part >= L.quant_values) {
+    const U4* rest = v4_raw(c, slot, 32 * part + 16);
+    U4 tail[2] = {rest[0], rest[1]};
     DSV4_UNROLL
-    for (int i = 0; i < 16; ++i) w[i] = word(r.v, i);
+    for (int i = 0; i < 8; ++i) w[i] = word(r.v, i), w[8 + i] = word(tail, i);
     return;
   }
   const uint8_t sc = uint8_t(r.sc);
-  if (layout == KvLayout::kV41) {
-    const bool short_scale = mxfp8::decode_short_scale(sc);
-    DSV4_UNROLL
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t codes = word(r.v, i);
-      if (short_scale && mxfp8::four_normal_codes(codes)) {
-        mxfp8::move4_bf16(codes, sc - 7u, w + 2 * i);
-      } else {
-        w[2 * i] = bf16_pair(kv::v41_decode_bits(uint8_t(codes), sc),
-                             kv::v41_decode_bits(uint8_t(codes >> 8), sc));
-        w[2 * i + 1] = bf16_pair(kv::v41_decode_bits(uint8_t(codes >> 16), sc),
-                                 kv::v41_decode_bits(uint8_t(codes >> 24), sc));
-      }
-    }
-    return;
-  }
   DSV4_UNROLL
-  for (int i = 0; i < 8; ++i) kv::v4_decode4_bf16(word(r.v, i), sc, L.fp8, w + 2 * i);
+  for (int i = 0; i < 8; ++i) {
+    if (layout == KvLayout::kV41)
+      kv::v41_decode4_bf16(word(r.v, i), sc, w + 2 * i);
+    else
+      kv::v4_decode4_bf16(word(r.v, i), sc, L.fp8, w + 2 * i);
+  }
 }
 
 // The block's tiles: those of main's columns in [c0, c1), then those of extra's, each range cut
@@ -189,26 +187,33 @@ struct Tiles {
   __device__ __forceinline__ int64_t end(int64_t t) const { return t < n0 ? hi0 : hi1; }
 };
 
-// Gather step 1: the slot of each of this thread's pieces of tile t (-1: no key; an error column
-// adds one to `errors`, in the thread holding its first piece) and its bytes.
-__device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t t, int64_t b,
-                                          int tid, int32_t* slot, Raw* raw, unsigned& errors) {
+// Gather step 0: the index of each of this thread's pieces of tile t (the cache's entry; -1 for a
+// column past the range).
+__device__ __forceinline__ void load_indices(const Args& a, const Tiles& T, int64_t t, int64_t b,
+                                             int tid, int32_t* idx) {
   const int s = T.seg(t);
   const Cache& c = s == 0 ? a.main : a.extra;
   const int64_t start = s == 0 ? 0 : a.main.K;
-  const int64_t t0 = T.first(t), capacity = c.num_pages * c.page_size;
+  const int64_t t0 = T.first(t), end = T.end(t);
   DSV4_UNROLL
   for (int i = 0; i < kItems; ++i) {
-    const int item = tid + kThreads * i, j = item / 16, part = item % 16;
-    const int64_t col = t0 + j;
-    slot[i] = -1;
-    if (col < T.end(t)) {
-      const int32_t idx = c.indices[b * c.K + (col - start)];
-      if (idx >= 0 && idx < capacity)
-        slot[i] = idx;
-      else if (idx != -1 && part == 0)
-        ++errors;
-    }
+    const int64_t col = t0 + (tid + kThreads * i) / 16;
+    idx[i] = col < end ? c.indices[b * c.K + (col - start)] : -1;
+  }
+}
+
+// Gather step 1: the slot of each piece of tile t from its index (-1: no key; an error column
+// adds one to `errors`, in the thread holding its first piece) and its bytes.
+__device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t t, int tid,
+                                          const int32_t* idx, int32_t* slot, Raw* raw,
+                                          unsigned& errors) {
+  const Cache& c = T.seg(t) == 0 ? a.main : a.extra;
+  const int64_t capacity = c.num_pages * c.page_size;
+  DSV4_UNROLL
+  for (int i = 0; i < kItems; ++i) {
+    const int part = (tid + kThreads * i) % 16;
+    slot[i] = idx[i] >= 0 && idx[i] < capacity ? idx[i] : -1;
+    if (slot[i] < 0 && idx[i] != -1 && part == 0) ++errors;
     if (slot[i] >= 0) load_raw(c, slot[i], part, raw[i]);
   }
 }
@@ -218,13 +223,13 @@ __device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t
 __device__ __forceinline__ void store_tile(const Args& a, const Tiles& T, int64_t t, int tid,
                                            const int32_t* slot, const Raw* raw, bf16* keys,
                                            int* valid) {
-  const KvLayout layout = T.seg(t) == 0 ? a.main.layout : a.extra.layout;
+  const Cache& c = T.seg(t) == 0 ? a.main : a.extra;
   DSV4_UNROLL
   for (int i = 0; i < kItems; ++i) {
     const int item = tid + kThreads * i, j = item / 16, part = item % 16;
     uint32_t w[16];
     if (slot[i] >= 0) {
-      decode_raw(layout, part, raw[i], w);
+      decode_raw(c, slot[i], part, raw[i], w);
     } else {
       DSV4_UNROLL
       for (int e = 0; e < 16; ++e) w[e] = 0u;
@@ -245,6 +250,16 @@ __device__ __forceinline__ int fresh(int x) {
   return x;
 }
 
+// x, the same in every lane, said so to the AMD compiler (which may otherwise keep a branch on it
+// as a divergent one).
+__device__ __forceinline__ int uniform(int x) {
+#if DSV4_GPU_HIP
+  return __builtin_amdgcn_readfirstlane(x);
+#else
+  return x;
+#endif
+}
+
 // A block-wide barrier with workgroup memory ordering (on AMD the fences and s_barrier as
 // builtins: the same as __syncthreads, without a library call in device-only builds).
 __device__ __forceinline__ void sync_block() {
@@ -260,11 +275,13 @@ __device__ __forceinline__ void sync_block() {
 template <int G>
 __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   constexpr int kWarps = kThreads / mma::kLanes;
-  constexpr int Dp = kWarps / G;  // warps per head group
-  constexpr int Dw = kD / Dp;     // output values per warp
+  constexpr int kM = m_tiles(G);    // 16-head tiles per warp
+  constexpr int kWG = G / kM;       // warp head groups
+  constexpr int Dp = kWarps / kWG;  // warps per head group
+  constexpr int Dw = kD / Dp;       // output values per warp
   constexpr int kHeads = 16 * G;
-  constexpr int kNt = Dw / 16;  // output tiles per warp
-  static_assert(kWarps % G == 0 && Dw % 16 == 0 && Dp * kHeads <= kScoreRows);
+  constexpr int kNt = Dw / 16;  // output tiles per head tile
+  static_assert(kWarps % kWG == 0 && Dw % 16 == 0 && Dp * kHeads <= score_rows(G));
   // Softmax: kTph threads per head, kKpt keys each.
   constexpr int kTph = kTile < kThreads / kHeads ? kTile : kThreads / kHeads;
   constexpr int kKpt = kTile / kTph;
@@ -289,7 +306,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
 
   const Args& a = k.a;
   const int tid = threadIdx.x;
-  // Roles of thread t: lane of warp (g, d); softmax thread sub of head sh (kTph per head).
+  // Roles of thread t: lane of warp (g, d), which owns heads [16 kM g, +16 kM) and values
+  // [Dw d, +Dw); softmax thread sub of head sh (kTph per head).
   struct Roles {
     int lane, g, d, sh, sub;
   };
@@ -311,12 +329,20 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   const int64_t total = a.main.K + (a.extra.pool ? a.extra.K : 0);
   const int64_t c0 = split * k.C, c1 = c0 + k.C < total ? c0 + k.C : total;
   const Tiles T(a, b, c0, c1);
+  const int tiles = uniform(int(T.n));  // of this block
   unsigned errors = 0;  // error columns this thread met (counted by the first head block)
 
-  int32_t slot[kItems];
+  // Tile t + 1's indices are loaded a tile ahead of its bytes, which are loaded a step ahead of
+  // their decoding.
+  int32_t idx[kItems], slot[kItems];
   Raw raw[kItems];
-  if (T.n > 0) {
-    load_tile(a, T, 0, b, tid, slot, raw, errors);
+  auto gather_next = [&](int t) {  // tile t + 1's bytes, tile t + 2's indices
+    load_tile(a, T, t + 1, fresh(tid), idx, slot, raw, errors);
+    if (t + 2 < tiles) load_indices(a, T, t + 2, b, tid, idx);
+  };
+  if (tiles > 0) {
+    load_indices(a, T, 0, b, tid, idx);
+    gather_next(-1);
     store_tile(a, T, 0, tid, slot, raw, sk, svalid);
   }
   sync_block();
@@ -325,36 +351,51 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   const float scale2 = a.sm_scale * f32m::kLog2e;
   float m = -f32m::inf(), l = 0.0f;
 
-  mma::Acc o[kNt];
+  mma::Acc o[kM][kNt];
   DSV4_UNROLL
-  for (int n = 0; n < kNt; ++n) mma::zero(o[n]);
+  for (int mi = 0; mi < kM; ++mi) {
+    DSV4_UNROLL
+    for (int n = 0; n < kNt; ++n) mma::zero(o[mi][n]);
+  }
 
-  for (int64_t t = 0; t < T.n; ++t) {
+  for (int t = 0; t < tiles; ++t) {
     const int buf = int(t & 1);
     const Roles r = roles(fresh(tid));
     const int lane = r.lane, g = r.g, d = r.d, sh = r.sh, sub = r.sub;
     const bf16* keys = sk + buf * kTile * kLd;
-    if (kEarlyLoads && t + 1 < T.n) load_tile(a, T, t + 1, b, tid, slot, raw, errors);
+    if (kEarlyLoads && t + 1 < tiles) gather_next(t);
 
-    // Partial scores of heads 16 g.. over values [Dw d, +Dw).
+    // Partial scores of the warp's heads over its values.
     {
-      mma::Acc s[kTile / 16];
+      mma::Acc s[kM][kTile / 16];
       DSV4_UNROLL
-      for (int n = 0; n < kTile / 16; ++n) mma::zero(s[n]);
+      for (int mi = 0; mi < kM; ++mi) {
+        DSV4_UNROLL
+        for (int n = 0; n < kTile / 16; ++n) mma::zero(s[mi][n]);
+      }
       DSV4_UNROLL
       for (int kk = 0; kk < Dw / 16; ++kk) {
         const int col = Dw * d + 16 * kk;
-        const mma::FragA qa = mma::load_a(sq + 16 * g * kLd + col, kLd, lane);
+        mma::FragA qa[kM];
         DSV4_UNROLL
-        for (int n = 0; n < kTile / 16; ++n)
-          mma::mma(s[n], qa, mma::load_b_t(keys + 16 * n * kLd + col, kLd, lane), lane);
+        for (int mi = 0; mi < kM; ++mi)
+          qa[mi] = mma::load_a(sq + 16 * (kM * g + mi) * kLd + col, kLd, lane);
+        DSV4_UNROLL
+        for (int n = 0; n < kTile / 16; ++n) {
+          const mma::FragB kb = mma::load_b_t(keys + 16 * n * kLd + col, kLd, lane);
+          DSV4_UNROLL
+          for (int mi = 0; mi < kM; ++mi) mma::mma(s[mi][n], qa[mi], kb, lane);
+        }
       }
-      float* dst = ss + (d * kHeads + 16 * g) * kLdS;
       DSV4_UNROLL
-      for (int n = 0; n < kTile / 16; ++n) {
+      for (int mi = 0; mi < kM; ++mi) {
+        float* dst = ss + (d * kHeads + 16 * (kM * g + mi)) * kLdS;
         DSV4_UNROLL
-        for (int i = 0; i < mma::kCElems; ++i)
-          dst[mma::acc_row(lane, i) * kLdS + 16 * n + mma::acc_col(lane, i)] = s[n].v[i];
+        for (int n = 0; n < kTile / 16; ++n) {
+          DSV4_UNROLL
+          for (int i = 0; i < mma::kCElems; ++i)
+            dst[mma::acc_row(lane, i) * kLdS + 16 * n + mma::acc_col(lane, i)] = s[mi][n].v[i];
+        }
       }
     }
     sync_block();
@@ -376,11 +417,14 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       DSV4_UNROLL
       for (int off = 1; off < kTph; off <<= 1) tmax = fmaxf(tmax, __shfl_xor(tmax, off, kTph));
       const float m_new = fmaxf(m, tmax);
-      float alpha = 1.0f, psum = 0.0f;
-      if (m_new != -f32m::inf()) alpha = exp2f(m - m_new);
+      // Exponents against m_new, or against 0 while the head has no key (then every x is -inf,
+      // p = 0, and alpha = 0 scales an O and an l that are still 0).
+      const float base = m_new == -f32m::inf() ? 0.0f : m_new;
+      const float alpha = exp2f(m - base);
+      float psum = 0.0f;
       DSV4_UNROLL
       for (int e = 0; e < kKpt; ++e) {
-        const float p = m_new == -f32m::inf() ? 0.0f : exp2f(x[e] - m_new);
+        const float p = exp2f(x[e] - base);
         psum = psum + p;
         sp[sh * kLdP + sub + kTph * e] = f32_to_bf16(p);
       }
@@ -391,24 +435,34 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       if (sub == 0) salpha[sh] = alpha;
     }
     // The next tile into the other buffer (its last reader, the previous P V, is done).
-    if (!kEarlyLoads && t + 1 < T.n) load_tile(a, T, t + 1, b, tid, slot, raw, errors);
-    if (t + 1 < T.n)
+    if (!kEarlyLoads && t + 1 < tiles) gather_next(t);
+    if (t + 1 < tiles)
       store_tile(a, T, t + 1, tid, slot, raw, sk + (buf ^ 1) * kTile * kLd,
                  svalid + (buf ^ 1) * kTile);
     sync_block();
 
     // O = O * alpha + P V over this warp's values.
     DSV4_UNROLL
-    for (int n = 0; n < kNt; ++n) {
+    for (int mi = 0; mi < kM; ++mi) {
       DSV4_UNROLL
-      for (int i = 0; i < mma::kCElems; ++i) o[n].v[i] *= salpha[16 * g + mma::acc_row(lane, i)];
+      for (int i = 0; i < mma::kCElems; ++i) {
+        const float alpha = salpha[16 * (kM * g + mi) + mma::acc_row(lane, i)];
+        DSV4_UNROLL
+        for (int n = 0; n < kNt; ++n) o[mi][n].v[i] *= alpha;
+      }
     }
     DSV4_UNROLL
     for (int kk = 0; kk < kTile / 16; ++kk) {
-      const mma::FragA pa = mma::load_a(sp + 16 * g * kLdP + 16 * kk, kLdP, lane);
+      mma::FragA pa[kM];
       DSV4_UNROLL
-      for (int n = 0; n < kNt; ++n)
-        mma::mma(o[n], pa, mma::load_b(keys + 16 * kk * kLd + Dw * d + 16 * n, kLd, lane), lane);
+      for (int mi = 0; mi < kM; ++mi)
+        pa[mi] = mma::load_a(sp + 16 * (kM * g + mi) * kLdP + 16 * kk, kLdP, lane);
+      DSV4_UNROLL
+      for (int n = 0; n < kNt; ++n) {
+        const mma::FragB vb = mma::load_b(keys + 16 * kk * kLd + Dw * d + 16 * n, kLd, lane);
+        DSV4_UNROLL
+        for (int mi = 0; mi < kM; ++mi) mma::mma(o[mi][n], pa[mi], vb, lane);
+      }
     }
   }
 
@@ -422,11 +476,14 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   sync_block();  // every warp is past its last read of the keys and q
   float* so = reinterpret_cast<float*>(smem);
   DSV4_UNROLL
-  for (int n = 0; n < kNt; ++n) {
+  for (int mi = 0; mi < kM; ++mi) {
     DSV4_UNROLL
-    for (int i = 0; i < mma::kCElems; ++i)
-      so[(16 * re.g + mma::acc_row(re.lane, i)) * kLdO + Dw * re.d + 16 * n +
-         mma::acc_col(re.lane, i)] = o[n].v[i];
+    for (int n = 0; n < kNt; ++n) {
+      DSV4_UNROLL
+      for (int i = 0; i < mma::kCElems; ++i)
+        so[(16 * (kM * re.g + mi) + mma::acc_row(re.lane, i)) * kLdO + Dw * re.d + 16 * n +
+           mma::acc_col(re.lane, i)] = o[mi][n].v[i];
+    }
   }
   sync_block();
 
@@ -492,18 +549,21 @@ void check_cache(const char* name, const Cache& c) {
   if (!aligned16(c.pool)) bad(n + ".pool is not 16-byte aligned");
 }
 
-// One launch of the kernel for G head groups per block (dynamic shared memory past 48 KB is
-// allowed once per instantiation on NVIDIA).
+// One launch of the kernel for G head groups per block. On NVIDIA dynamic shared memory past 48 KB
+// is allowed first, once per device (a kernel's attributes belong to a device's context).
 template <int G>
 void run(const KArgs& k, hipStream_t st) {
   constexpr int bytes = Smem{G}.bytes();
 #if DSV4_GPU_CUDA
-  static const bool allowed = [] {
+  static std::atomic<uint64_t> allowed{0};  // bit d: done on device d (d < 64)
+  int dev = 0;
+  DSV4_GPU_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit == 0 || (allowed.load() & bit) == 0) {
     DSV4_GPU_CHECK(
         cudaFuncSetAttribute(decode_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-    return true;
-  }();
-  (void)allowed;
+    allowed.fetch_or(bit);
+  }
 #endif
   gpu::launch(decode_kernel<G>, dim3(unsigned(k.a.B), unsigned(k.a.H / (16 * G)), unsigned(k.S)),
               dim3(kThreads), size_t(bytes), st, k);

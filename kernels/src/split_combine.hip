@@ -1,6 +1,8 @@
-// split_combine kernel: one block per (batch row, head); every lane computes the row's weights in
-// the reference's fp32 order (the lse values are the same for the whole block), then merges four
-// consecutive values of o per chunk, splits in ascending order.
+// split_combine kernel: one block per (batch row, head). The row's weights are computed in the
+// reference's fp32 order: with S <= kStagedSplits the block's lanes take one split each (its lse
+// and its two exp2 into shared memory) and every lane then sums them in split order; with more
+// splits every lane computes them all itself. Then four consecutive values of o per chunk are
+// merged, splits in ascending order.
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -17,6 +19,7 @@ namespace dsv4::kernels::split_combine {
 namespace {
 
 constexpr int kThreads = 128;
+constexpr int kStagedSplits = 256;  // splits whose weights are staged in shared memory
 
 #if DSV4_GPU_NONE
 struct alignas(16) F4 {
@@ -34,6 +37,7 @@ __device__ __forceinline__ uint32_t pack(bf16 lo, bf16 hi) {
   return uint32_t(lo.bits) | (uint32_t(hi.bits) << 16);
 }
 
+template <bool kStaged>
 __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   const int64_t row = blockIdx.x;  // b * H + h
   const int64_t b = row / a.H, h = row - b * a.H;
@@ -44,8 +48,17 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   const int64_t d4 = a.D / 4;
   U2* out = reinterpret_cast<U2*>(a.out + row * a.D);
 
+  // Staged: the split's lse, exp2(lse - m) and the merge weight exp2(lse - ms), one split per lane.
+  __shared__ float st_lse[kStaged ? kStagedSplits : 1], st_e[kStaged ? kStagedSplits : 1],
+      st_w[kStaged ? kStagedSplits : 1];
   float m = -f32m::inf();
-  for (int64_t s = 0; s < n; ++s) m = fmaxf(m, lse[s * a.H]);
+  if constexpr (kStaged) {
+    for (int64_t s = threadIdx.x; s < n; s += kThreads) st_lse[s] = lse[s * a.H];
+    __syncthreads();
+    for (int64_t s = 0; s < n; ++s) m = fmaxf(m, st_lse[s]);
+  } else {
+    for (int64_t s = 0; s < n; ++s) m = fmaxf(m, lse[s * a.H]);
+  }
   bool rope = a.rope.cos_sin != nullptr;
   int64_t pos = 0;
   if (rope) {
@@ -56,13 +69,19 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
         atomicAdd(reinterpret_cast<unsigned long long*>(a.errors), 1ull);
     }
   }
-  if (m == -f32m::inf()) {
+  if (m == -f32m::inf()) {  // the same for every lane of the block
     if (threadIdx.x == 0) a.out_lse[row] = f32m::inf();
     for (int64_t c = threadIdx.x; c < d4; c += kThreads) out[c] = U2{0u, 0u};
     return;
   }
   float sum = 0.0f;
-  for (int64_t s = 0; s < n; ++s) sum = sum + f32m::exp2(lse[s * a.H] - m);
+  if constexpr (kStaged) {
+    for (int64_t s = threadIdx.x; s < n; s += kThreads) st_e[s] = f32m::exp2(st_lse[s] - m);
+    __syncthreads();
+    for (int64_t s = 0; s < n; ++s) sum = sum + st_e[s];
+  } else {
+    for (int64_t s = 0; s < n; ++s) sum = sum + f32m::exp2(lse[s * a.H] - m);
+  }
   if (threadIdx.x == 0) a.out_lse[row] = (f32m::log2(sum) + m) / f32m::kLog2e;
   const float sink = a.sink ? a.sink[h] : -f32m::inf();
   if (sink == f32m::inf()) {
@@ -72,8 +91,27 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
   const float sk = sink * f32m::kLog2e;
   const float ms = fmaxf(m, sk);
   float den = 0.0f;
-  for (int64_t s = 0; s < n; ++s) den = den + f32m::exp2(lse[s * a.H] - ms);
+  if constexpr (kStaged) {
+    // ms == m (no sink above the splits): the weights are the exp2 already staged.
+    const float* w = st_e;
+    if (ms != m) {
+      for (int64_t s = threadIdx.x; s < n; s += kThreads) st_w[s] = f32m::exp2(st_lse[s] - ms);
+      __syncthreads();
+      w = st_w;
+    }
+    for (int64_t s = 0; s < n; ++s) den = den + w[s];
+  } else {
+    for (int64_t s = 0; s < n; ++s) den = den + f32m::exp2(lse[s * a.H] - ms);
+  }
   den = den + f32m::exp2(sk - ms);
+  // The weight of split s, as the reference forms it.
+  const float* staged_w = kStaged ? (ms != m ? st_w : st_e) : nullptr;
+  auto alpha = [&](int64_t s) {
+    if constexpr (kStaged)
+      return staged_w[s];
+    else
+      return f32m::exp2(lse[s * a.H] - ms);
+  };
 
   const F4* o = reinterpret_cast<const F4*>(a.o + (b * S * a.H + h) * a.D);
   const int64_t split_stride = a.H * d4;  // in F4
@@ -89,7 +127,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
       DSV4_UNROLL
       for (int k = 0; k < 4; ++k) v[k] = o[(s + k) * split_stride + c];
       DSV4_UNROLL
-      for (int k = 0; k < 4; ++k) al[k] = f32m::exp2(lse[(s + k) * a.H] - ms);
+      for (int k = 0; k < 4; ++k) al[k] = alpha(s + k);
       DSV4_UNROLL
       for (int k = 0; k < 4; ++k) {
         if (al[k] == 0.0f) continue;  // an empty split: its o is not used
@@ -101,7 +139,7 @@ __global__ void __launch_bounds__(kThreads) combine_kernel(Args a) {
     }
     for (; s < n; ++s) {
       const F4 v = o[s * split_stride + c];
-      const float al = f32m::exp2(lse[s * a.H] - ms);
+      const float al = alpha(s);
       if (al == 0.0f) continue;
       x = x + al * v.x;
       y = y + al * v.y;
@@ -154,8 +192,11 @@ void combine(const Args& a, gpu::Stream s) {
     if (!a.rope.positions) bad("rope.positions is null");
     if (!a.errors) bad("errors is null (needed with rope)");
   }
-  gpu::launch(combine_kernel, dim3(unsigned(a.B * a.H)), dim3(kThreads), 0,
-              static_cast<hipStream_t>(s), a);
+  if (a.variant != 0 && a.variant != 1)
+    bad("variant=" + std::to_string(a.variant) + " must be 0 (by S) or 1 (weights per lane)");
+  const bool staged = a.variant == 0 && a.S <= kStagedSplits;
+  gpu::launch(staged ? combine_kernel<true> : combine_kernel<false>, dim3(unsigned(a.B * a.H)),
+              dim3(kThreads), 0, static_cast<hipStream_t>(s), a);
 }
 
 }  // namespace dsv4::kernels::split_combine

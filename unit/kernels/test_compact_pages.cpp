@@ -47,6 +47,7 @@ struct SweepParam {
   int V = 0;  // quantise values per lane; 0: the default
   int64_t stride = 0;
   Launch launch = Launch::kEager;
+  int variant = 0;  // kernel variant (quantise: v41_fp4 encoders; dequantise)
   CompactPagesShape shape() const {
     return {.op = op,
             .layout = layout,
@@ -54,7 +55,8 @@ struct SweepParam {
             .T = T,
             .num_pages = pages_for(T, P),
             .stride = stride,
-            .values_per_lane = V};
+            .values_per_lane = V,
+            .variant = variant};
   }
 };
 void PrintTo(const SweepParam& p, std::ostream* os) {
@@ -67,6 +69,7 @@ std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
   if (p.V) n += "_V" + std::to_string(p.V);
   if (p.stride) n += "_S" + std::to_string(p.stride);
   if (p.launch == Launch::kGraph) n += "_graph";
+  if (p.variant) n += "_var" + std::to_string(p.variant);
   return n;
 }
 
@@ -96,6 +99,18 @@ std::vector<SweepParam> axis_params() {
     for (CompactOp op :
          {CompactOp::kQuantize, CompactOp::kDequantizeBf16, CompactOp::kDequantizeF32})
       v.push_back({op, l, 2, 999, 0, 0, Launch::kGraph});
+    // The other fp4 quantise encoder (variant 1) at every values-per-lane choice, and in a graph.
+    if (l == KvLayout::kV41Fp4) {
+      for (int V : {8, 16, 32, 64})
+        for (int64_t T : {int64_t(777), int64_t(65536)})
+          v.push_back({CompactOp::kQuantize, l, 64, T, V, 0, Launch::kEager, 1});
+      v.push_back({CompactOp::kQuantize, l, 7, 1000, 0, 576, Launch::kEager, 1});
+      v.push_back({CompactOp::kQuantize, l, 2, 999, 0, 0, Launch::kGraph, 1});
+    }
+    // The other fp32 dequantise kernel (variant 1): odd pages and a stride, a large batch, a graph.
+    v.push_back({CompactOp::kDequantizeF32, l, 7, 1000, 0, 528, Launch::kEager, 1});
+    v.push_back({CompactOp::kDequantizeF32, l, 64, 4096, 0, 0, Launch::kEager, 1});
+    v.push_back({CompactOp::kDequantizeF32, l, 2, 999, 0, 0, Launch::kGraph, 1});
   }
   return v;
 }
@@ -153,30 +168,46 @@ TEST_F(CompactPages, HostileSlotsAndAnAccumulatingCounter) {
 }
 
 // Pool byte offsets past 2 GiB: rows written into and read from the last pages of a 2.2 GB pool.
-TEST_F(CompactPages, OffsetsPastTwoGiB) {
+// One test per layout and direction, so the four 2.2 GB pools run side by side (in separate test
+// shards) instead of one after another.
+struct TwoGiBCase {
+  KvLayout layout;
+  CompactOp op;
+};
+class CompactPagesPastTwoGiB : public fx::GpuTest,
+                               public ::testing::WithParamInterface<TwoGiBCase> {};
+
+TEST_P(CompactPagesPastTwoGiB, OffsetsPastTwoGiB) {
   const uint64_t seed = fx::test_seed();
-  for (KvLayout l : {KvLayout::kV41, KvLayout::kV4Fnuz}) {
-    const int64_t P = 64, pb = page_layout(l).page_bytes(P);
-    const int64_t pages = ((int64_t(1) << 31) + pb - 1) / pb + 64;
-    if (gpu::device_info().total_memory < size_t(3 * pages * pb))
-      GTEST_SKIP() << "needs about " << 3 * pages * pb / (int64_t(1) << 30) << " GiB";
-    for (CompactOp op : {CompactOp::kQuantize, CompactOp::kDequantizeBf16}) {
-      const CompactPagesCase c(
-          {.op = op, .layout = l, .page_size = P, .T = 4096, .num_pages = pages});
-      DSV4_CASE(seed, c.name());
-      fx::Rng rng(seed);
-      fx::Tensors in = c.draw(rng);
-      auto slots = fx::values_of<int64_t>(in.at("slots"));
-      const auto tail = fx::distinct_indices(rng, 2048, 64 * P);
-      for (size_t t = 0; t < 2048; ++t) {
-        slots[2 * t] = (pages - 64) * P + tail[t];
-        if (slots[2 * t + 1] >= (pages - 64) * P && slots[2 * t + 1] < pages * P)
-          slots[2 * t + 1] = -1;
-      }
-      EXPECT_TRUE(fx::check_case(c, in, seed, stream()));
-    }
+  const KvLayout l = GetParam().layout;
+  const int64_t P = 64, pb = page_layout(l).page_bytes(P);
+  const int64_t pages = ((int64_t(1) << 31) + pb - 1) / pb + 64;
+  if (gpu::device_info().total_memory < size_t(3 * pages * pb))
+    GTEST_SKIP() << "needs about " << 3 * pages * pb / (int64_t(1) << 30) << " GiB";
+  const CompactPagesCase c(
+      {.op = GetParam().op, .layout = l, .page_size = P, .T = 4096, .num_pages = pages});
+  DSV4_CASE(seed, c.name());
+  fx::Rng rng(seed);
+  fx::Tensors in = c.draw(rng);
+  auto slots = fx::values_of<int64_t>(in.at("slots"));
+  const auto tail = fx::distinct_indices(rng, 2048, 64 * P);
+  for (size_t t = 0; t < 2048; ++t) {
+    slots[2 * t] = (pages - 64) * P + tail[t];
+    if (slots[2 * t + 1] >= (pages - 64) * P && slots[2 * t + 1] < pages * P) slots[2 * t + 1] = -1;
   }
+  EXPECT_TRUE(fx::check_case(c, in, seed, stream()));
 }
+
+INSTANTIATE_TEST_SUITE_P(
+    Pools, CompactPagesPastTwoGiB,
+    ::testing::Values(TwoGiBCase{KvLayout::kV41, CompactOp::kQuantize},
+                      TwoGiBCase{KvLayout::kV41, CompactOp::kDequantizeBf16},
+                      TwoGiBCase{KvLayout::kV4Fnuz, CompactOp::kQuantize},
+                      TwoGiBCase{KvLayout::kV4Fnuz, CompactOp::kDequantizeBf16}),
+    [](const ::testing::TestParamInfo<TwoGiBCase>& i) {
+      return std::string(i.param.layout == KvLayout::kV41 ? "v41" : "v4_fnuz") +
+             (i.param.op == CompactOp::kQuantize ? "_quantize" : "_dequantize_bf16");
+    });
 
 // Graph replay with new inputs (2 and 4 lanes per tile, and the fp32 dequantise), determinism.
 TEST_F(CompactPages, GraphReplayWithNewInputsAndDeterminism) {
@@ -260,6 +291,7 @@ TEST(CompactPagesLauncher, BadArgumentsNameTheField) {
   EXPECT_THAT(q(KvLayout(4), 4, 0), HasSubstr("layout=4"));
   EXPECT_THAT(q(v41, 4, 0, {.values_per_lane = 12}), HasSubstr("values_per_lane=12"));
   EXPECT_THAT(q(fp4, 4, 0, {.values_per_lane = 128}), HasSubstr("values_per_lane=128"));
+  EXPECT_THAT(q(fp4, 4, 0, {.variant = 2}), HasSubstr("variant=2"));
   EXPECT_THAT(q(v41, -1, 0), HasSubstr("n_rows=-1"));
   EXPECT_THAT(q(v41, int64_t(1) << 31, 0), HasSubstr("n_rows=2147483648"));
   EXPECT_THAT(q(v41, 4, 100), HasSubstr("src_stride=100"));
@@ -282,6 +314,11 @@ TEST(CompactPagesLauncher, BadArgumentsNameTheField) {
   EXPECT_THAT(d(fp4, 0, nullptr), HasSubstr("out is null"));
   EXPECT_THAT(d(fp4, 0, fake<float>(4100)), HasSubstr("out is not 16-byte"));
   EXPECT_THAT(d(v41, 0, fake<float>(), nullptr), HasSubstr("slots is null"));
+  EXPECT_THAT(launch_error([&] {
+                kc::dequantize(v41, 64, pool, 10, slots, 4, fake<float>(), 0, err, nullptr,
+                               {.variant = 2});
+              }),
+              HasSubstr("variant=2"));
   EXPECT_TRUE(kc::values_per_lane_supported(v4, 8));
   EXPECT_TRUE(kc::values_per_lane_supported(fp4, 64));
   EXPECT_FALSE(kc::values_per_lane_supported(fp4, 128));

@@ -217,26 +217,32 @@ TEST_F(KvStore, DuplicateSlotsHoldValuesOfTheirWriters) {
 
 // Byte offsets past 2 GiB and element offsets past 2^31: a pool of 2^22 + 64 rows of 512 bf16
 // (4.3 GB); half the rows go to the last 8192 rows, the rest hostile. Whole pool compared.
-TEST_F(KvStore, OffsetsPastFourGiB) {
+// One test per lane mode, so the two 4.3 GB pools run side by side (in separate test shards).
+class KvStorePastFourGiB : public fx::GpuTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(KvStorePastFourGiB, OffsetsPastFourGiB) {
   const size_t need = (size_t(1) << 22) * 1024 + (size_t(1) << 30);
   if (gpu::device_info().total_memory < 3 * need)
     GTEST_SKIP() << "needs about " << 3 * need / (1 << 30) << " GiB of device memory";
   const uint64_t seed = fx::test_seed();
   const int64_t R = (int64_t(1) << 22) + 64;
-  for (int lanes : {0, 32}) {
-    const KvStoreCase c({.T = 4096, .R = R, .width = 512, .lanes = lanes});
-    DSV4_CASE(seed, c.name());
-    fx::Rng rng(seed);
-    fx::Tensors in = c.draw(rng);
-    auto loc = fx::values_of<int64_t>(in.at("loc"));
-    const auto tail = fx::distinct_indices(rng, 2048, 8192);
-    for (size_t t = 0; t < 2048; ++t) {
-      loc[2 * t] = R - 8192 + tail[t];
-      if (loc[2 * t + 1] >= R - 8192 && loc[2 * t + 1] < R) loc[2 * t + 1] = -1;  // stay distinct
-    }
-    EXPECT_TRUE(fx::check_case(c, in, seed, stream(), {.save_case = false}));
+  const KvStoreCase c({.T = 4096, .R = R, .width = 512, .lanes = GetParam()});
+  DSV4_CASE(seed, c.name());
+  fx::Rng rng(seed);
+  fx::Tensors in = c.draw(rng);
+  auto loc = fx::values_of<int64_t>(in.at("loc"));
+  const auto tail = fx::distinct_indices(rng, 2048, 8192);
+  for (size_t t = 0; t < 2048; ++t) {
+    loc[2 * t] = R - 8192 + tail[t];
+    if (loc[2 * t + 1] >= R - 8192 && loc[2 * t + 1] < R) loc[2 * t + 1] = -1;  // stay distinct
   }
+  EXPECT_TRUE(fx::check_case(c, in, seed, stream(), {.save_case = false}));
 }
+
+INSTANTIATE_TEST_SUITE_P(Lanes, KvStorePastFourGiB, ::testing::Values(0, 32),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return i.param ? "L" + std::to_string(i.param) : std::string("scatter");
+                         });
 
 // The derived fp64 bound is tight on the device: some stored value uses more than half of it.
 TEST_F(KvStore, StoredBoundIsTight) {

@@ -51,13 +51,14 @@ struct SweepParam {
   int64_t B, S, H, D;
   bool sink, rope;
   Launch launch = Launch::kEager;
+  int variant = 0;  // 1: every lane computes every weight (the path for S > 256)
   SplitCombineShape shape() const {
     fx::PartialsMix mix;
     mix.sink = sink;
     mix.rope = rope;
     mix.bad_position = 0.1;
     if (B * S * H * D <= 8192) mix.n_pos = 16;  // small cases double as golden files
-    return {B, S, H, D, mix};
+    return {B, S, H, D, mix, variant};
   }
 };
 void PrintTo(const SweepParam& p, std::ostream* os) {
@@ -67,7 +68,7 @@ std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
   const auto& p = i.param;
   return "B" + std::to_string(p.B) + "_S" + std::to_string(p.S) + "_H" + std::to_string(p.H) +
          "_D" + std::to_string(p.D) + (p.sink ? "_sink" : "") + (p.rope ? "_rope" : "") +
-         (p.launch == Launch::kGraph ? "_graph" : "");
+         (p.launch == Launch::kGraph ? "_graph" : "") + (p.variant == 1 ? "_per_lane" : "");
 }
 std::vector<SweepParam> sweep() {
   std::vector<SweepParam> v = {
@@ -83,7 +84,14 @@ std::vector<SweepParam> sweep() {
       {74, 4, 16, 512, true, true},
       {12, 64, 8, 512, true, true},
       {3, 33, 7, 1024, true, true},
+      {2, 300, 4, 64, true, true},  // more splits than the block stages: weights per lane
   };
+  for (SweepParam p :
+       {SweepParam{8, 5, 2, 128, true, false}, SweepParam{1, 16, 128, 512, true, true},
+        SweepParam{3, 33, 7, 1024, true, true}}) {
+    p.variant = 1;
+    v.push_back(p);
+  }
   for (SweepParam p :
        {SweepParam{8, 4, 4, 68, true, true}, SweepParam{16, 8, 128, 512, true, true}}) {
     p.launch = Launch::kGraph;
@@ -183,6 +191,9 @@ TEST(SplitCombineLauncher, BadArgumentsNameTheField) {
   a = good();
   a.S = 0;
   EXPECT_THAT(err(a), HasSubstr("S=0"));
+  a = good();
+  a.variant = 2;
+  EXPECT_THAT(err(a), HasSubstr("variant=2"));
   a = good();
   a.o = fake<const float>(4100);
   EXPECT_THAT(err(a), HasSubstr("o is not 16-byte aligned"));

@@ -286,9 +286,9 @@ TEST(CompactPagesLayouts, V4TilesByHandBothFlavours) {
             std::ldexp(1.0f, -137));
 }
 
-// The word-at-a-time readers the kernels use (v4: four codes, both flavours; v41_fp4: eight
-// nibbles through a table) against the one-value readers, for every code in every position under
-// every scale byte, next to random normal codes and random bytes.
+// The word-at-a-time readers the kernels use (v4: four codes, both flavours; v41: four codes;
+// v41_fp4: eight nibbles through a table) against the one-value readers, for every code in every
+// position under every scale byte, next to random normal codes and random bytes.
 TEST(CompactPagesLayouts, WordReadersMatchTheOneValueReaders) {
   fx::Rng rng(fx::test_seed());
   int bad = 0;
@@ -302,13 +302,18 @@ TEST(CompactPagesLayouts, WordReadersMatchTheOneValueReaders) {
             if (rng.next() % 2) b = (b & 0x80u) | uint32_t(rng.range(8, 0x7e));
             codes |= (j == k ? c : b) << (8 * j);
           }
-          uint32_t f32[4], b16[2];
+          uint32_t f32[4], b16[2], v41[2];
           kv::v4_decode4_bits(codes, uint8_t(sc), f, f32);
           kv::v4_decode4_bf16(codes, uint8_t(sc), f, b16);
+          kv::v41_decode4_bf16(codes, uint8_t(sc), v41);
           for (int j = 0; j < 4; ++j) {
-            const uint32_t want = kv::v4_decode_bits(uint8_t(codes >> (8 * j)), uint8_t(sc), f);
+            const uint8_t code = uint8_t(codes >> (8 * j));
+            const uint32_t want = kv::v4_decode_bits(code, uint8_t(sc), f);
             const uint16_t want16 = f32_to_bf16(f32_from_bits(want)).bits;
+            const uint16_t want41 =
+                f32_to_bf16(f32_from_bits(kv::v41_decode_bits(code, uint8_t(sc)))).bits;
             bad += f32[j] != want || uint16_t(b16[j / 2] >> (16 * (j % 2))) != want16;
+            bad += uint16_t(v41[j / 2] >> (16 * (j % 2))) != want41;
           }
         }
     const nvfp4::PairTable t = nvfp4::pair_table(uint8_t(sc));

@@ -83,6 +83,7 @@ std::string CompactPagesShape::str() const {
   if (whole_pages) os << " whole";
   if (stride) os << " stride=" << stride;
   if (values_per_lane) os << " V=" << values_per_lane;
+  if (variant) os << " variant=" << variant;
   return os.str();
 }
 
@@ -256,9 +257,11 @@ CompactPagesCase::CompactPagesCase(const fx::Tensors& in) {
     s.op = CompactOp::kQuantize;
     if (in.count("values_per_lane"))
       s.values_per_lane = input(in, "values_per_lane").item<int32_t>("in.values_per_lane");
+    if (in.count("variant")) s.variant = input(in, "variant").item<int32_t>("in.variant");
   } else {
     s.op = rows.dtype == st::DType::F32 ? CompactOp::kDequantizeF32 : CompactOp::kDequantizeBf16;
     if (rows.dtype != st::DType::F32) rows.expect_dtype(st::DType::BF16, "in.out");
+    if (in.count("variant")) s.variant = input(in, "variant").item<int32_t>("in.variant");
   }
 }
 
@@ -285,11 +288,13 @@ fx::Tensors CompactPagesCase::draw(fx::Rng& rng) const {
     in["pool"] = pool_tensor(s, std::vector<uint8_t>(size_t(s.num_pages) * page_bytes(s),
                                                      fx::default_poison(st::DType::U8)));
     if (s.values_per_lane) in["values_per_lane"] = st::Tensor::scalar<int32_t>(s.values_per_lane);
+    if (s.variant) in["variant"] = st::Tensor::scalar<int32_t>(s.variant);
   } else {
     fx::IndexMix mix = s.mix;
     mix.unique_valid = false;  // a gather may read a slot twice
     in["pool"] = pool_tensor(s, draw_pool(rng, s));
     in["slots"] = st::Tensor::of<int64_t>(fx::hostile_indices(rng, T, slots_total, mix).idx);
+    if (s.variant) in["variant"] = st::Tensor::scalar<int32_t>(s.variant);
     const st::DType dt = s.op == CompactOp::kDequantizeF32 ? st::DType::F32 : st::DType::BF16;
     in["out"] = fx::filled(dt, {T, S}, fx::default_poison(dt));
   }
@@ -365,13 +370,14 @@ void CompactPagesCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
   if (c.op == CompactOp::kQuantize) {
     kern::quantize(c.layout, c.page_size, d.ptr<bf16>(whole ? "k" : "src"), c.stride, slots, c.T,
                    d.ptr<uint8_t>(whole ? "pages" : "pool"), c.num_pages, errors, s,
-                   {.values_per_lane = c.values_per_lane});
+                   {.values_per_lane = c.values_per_lane, .variant = c.variant});
   } else if (c.op == CompactOp::kDequantizeF32) {
     kern::dequantize(c.layout, c.page_size, d.ptr<uint8_t>("pool"), c.num_pages, slots, c.T,
-                     d.ptr<float>("out"), c.stride, errors, s);
+                     d.ptr<float>("out"), c.stride, errors, s, {.variant = c.variant});
   } else {
     kern::dequantize(c.layout, c.page_size, d.ptr<uint8_t>(whole ? "pages" : "pool"), c.num_pages,
-                     slots, c.T, d.ptr<bf16>(whole ? "k" : "out"), c.stride, errors, s);
+                     slots, c.T, d.ptr<bf16>(whole ? "k" : "out"), c.stride, errors, s,
+                     {.variant = c.variant});
   }
 }
 
@@ -416,9 +422,11 @@ namespace {
       "compact_pages",
       "in.layout I32 (0 v41, 1 v41_fp4, 2 v4, 3 v4_fnuz) and in.page_size I64, or __metadata__ "
       "dsv4.layout / dsv4.page_size; quantise: in.src BF16[T, S], in.slots I64[T], in.pool "
-      "U8[num_pages, page_bytes] (before), optional in.values_per_lane I32 -> pool, errors I64; "
+      "U8[num_pages, page_bytes] (before), optional in.values_per_lane, in.variant I32 -> pool, "
+      "errors I64; "
       "or in.k BF16[num_pages, P, 512] -> pages U8[num_pages, page_bytes]; dequantise: in.pool, "
-      "in.slots, in.out BF16|F32[T, S] (before) -> out, errors; or in.pages -> k BF16[num_pages, "
+      "in.slots, in.out BF16|F32[T, S] (before), optional in.variant I32 -> out, errors; or "
+      "in.pages -> k BF16[num_pages, "
       "P, 512]. Bitwise; a page mismatch names page, row, data or scale byte and tile",
       [](const ::dsv4::fx::Tensors& in) -> std::unique_ptr<::dsv4::fx::KernelCase> {
         return std::make_unique<::dsv4::cases::CompactPagesCase>(in);

@@ -25,6 +25,7 @@ std::string SplitCombineShape::str() const {
   os << "B=" << B << " S=" << S << " H=" << H << " D=" << D;
   if (mix.sink) os << " sink";
   if (mix.rope) os << " rope";
+  if (variant == 1) os << " weights-per-lane";
   return os.str();
 }
 
@@ -113,6 +114,7 @@ void SplitCombineCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
   a.out = d.ptr<bf16>("out");
   a.out_lse = d.ptr<float>("out_lse");
   a.errors = d.ptr<int64_t>("errors");
+  a.variant = shape().variant;
   kern::combine(a, s);
 }
 

@@ -20,8 +20,12 @@ using dsv4::KvLayout;
 // width-limited shuffles inside one wave (2, 4 or 8 lanes per tile); at or above it a lane takes
 // whole tiles (at most 4). 0 picks the layout's default (default_values_per_lane). Every choice
 // gives the same bytes.
+// variant, the v41_fp4 encoder (the other layouts have one; either variant takes it): 0 the
+// default (packed bf16 comparisons counted on NVIDIA, integer subtractions elsewhere), 1 integer
+// subtractions everywhere.
 struct Options {
   int values_per_lane = 0;
+  int variant = 0;
 };
 
 // Whether the quantise kernel accepts values_per_lane v for layout l (0 always).
@@ -42,14 +46,22 @@ void quantize(KvLayout l, int64_t page_size, const bf16* src, int64_t src_stride
               const int64_t* slots, int64_t n_rows, uint8_t* pool, int64_t num_pages,
               int64_t* errors, gpu::Stream s, const Options& opt = {});
 
+// The dequantise kernel, both giving the same bytes: 0 the default (fp32 output: 4 groups of 4
+// values per lane whose warp stores cover whole lines, streaming stores), 1 (fp32 output) 8
+// consecutive values per lane. bf16 output has one kernel; either variant takes it.
+inline constexpr int kDequantVariants = 2;
+struct DequantOptions {
+  int variant = 0;
+};
+
 // out row t (512 values, rows out_stride values apart: 0 means 512, otherwise a multiple of 8
 // >= 512) = the values of slot slots[t]. slots[t] < 0 leaves out row t untouched; a slot past the
 // pool leaves it untouched and adds 1 to *errors. pool and out: 16-byte aligned.
 void dequantize(KvLayout l, int64_t page_size, const uint8_t* pool, int64_t num_pages,
                 const int64_t* slots, int64_t n_rows, float* out, int64_t out_stride,
-                int64_t* errors, gpu::Stream s);
+                int64_t* errors, gpu::Stream s, const DequantOptions& opt = {});
 void dequantize(KvLayout l, int64_t page_size, const uint8_t* pool, int64_t num_pages,
                 const int64_t* slots, int64_t n_rows, bf16* out, int64_t out_stride,
-                int64_t* errors, gpu::Stream s);
+                int64_t* errors, gpu::Stream s, const DequantOptions& opt = {});
 
 }  // namespace dsv4::kernels::compact_pages

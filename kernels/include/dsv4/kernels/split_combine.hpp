@@ -31,6 +31,9 @@ struct Args {
   float* out_lse = nullptr;   // [B, H], natural log, sink excluded; +inf: empty row
   int64_t* errors = nullptr;  // positions outside the table (one per batch row); may be
                               // null when there is no RoPE
+  // 0: the block stages each split's weights in shared memory, one split per lane, when S <= 256
+  // (the default); 1: every lane computes every weight itself. The same bits either way.
+  int variant = 0;
 };
 
 // Enqueues the merge on s (capturable, no synchronisation). B*H = 0 launches nothing. Bad

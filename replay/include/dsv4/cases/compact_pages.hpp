@@ -38,6 +38,7 @@ struct CompactPagesShape {
   int64_t num_pages = 1;
   int64_t stride = 0;        // src_stride (quantise) or out_stride (dequantise); 0: 512
   int values_per_lane = 0;   // quantise kernel; 0: the layout's default
+  int variant = 0;           // kernel variant (Options::variant, DequantOptions::variant)
   bool whole_pages = false;  // the pages form (no slots, no counter)
   fx::IndexMix mix{};        // how slots are drawn (hostile values mixed in)
   std::string str() const;   // "quantize v41 P=64 T=100 pages=3 V=16"

@@ -21,6 +21,7 @@ namespace st = fx::st;
 struct SplitCombineShape {
   int64_t B = 1, S = 1, H = 1, D = 512;
   fx::PartialsMix mix{};
+  int variant = 0;          // kernels::split_combine::Args::variant (the same bits either way)
   std::string str() const;  // "B=4 S=8 H=16 D=512 sink rope"
 };
 

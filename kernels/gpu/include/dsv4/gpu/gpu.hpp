@@ -342,6 +342,23 @@ inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
 
 constexpr unsigned ceil_div(size_t a, size_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 
+// Stores 16 bytes (words x, y, z, w) at a 16-byte aligned p with a streaming hint (written once,
+// not read again by this kernel): st.global.cs on NVIDIA (evict-first in L1 and L2), a
+// nontemporal store on AMD, a plain store in the host-only build.
+__device__ __forceinline__ void store16_streaming(void* p, uint32_t x, uint32_t y, uint32_t z,
+                                                  uint32_t w) {
+#if DSV4_GPU_CUDA
+  __stcs(static_cast<uint4*>(p), make_uint4(x, y, z, w));
+#elif DSV4_GPU_HIP
+  typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
+  u32x4 v = {x, y, z, w};
+  __builtin_nontemporal_store(v, static_cast<u32x4*>(p));
+#else
+  uint32_t* q = static_cast<uint32_t*>(p);
+  q[0] = x, q[1] = y, q[2] = z, q[3] = w;
+#endif
+}
+
 }  // namespace dsv4::gpu
 
 // Checks a runtime call; throws dsv4::gpu::Error naming the call, the place and the message.

@@ -75,6 +75,33 @@ DSV4_HD uint8_t v41_encode(uint16_t h, const V41Tile& t) {
 // is inf.
 DSV4_HD uint32_t v41_decode_bits(uint8_t c, uint8_t sc) { return mxfp8::decode_bits(c, sc); }
 
+// Four codes under one scale (byte k is code k) as bf16 pairs: out[j] holds codes 2j (low half)
+// and 2j+1, each v41_decode_bits rounded once to bf16. Short path for scale bytes 10..246 and
+// codes other than the NaN 0x7f / 0xff, branch-free: a normal code moves its exponent and
+// fraction into fp32's fields (plus sc - 7 in the exponent); a subnormal one, m * 2^-9 (m < 8),
+// is m (the fp32 0x4b000000 | m minus 2^23, exact) times 2^(sc - 136), an fp32 normal for sc >=
+// 10. Either value has at most 4 significant bits, so its bf16 is its top half.
+DSV4_HD void v41_decode4_bf16(uint32_t codes, uint8_t sc, uint32_t* out) {
+  const bool nan = (((codes & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0;
+  uint32_t h[4];
+  if (sc >= 10 && sc <= 246 && !nan) {
+    const float sub_scale = f32_from_bits(uint32_t(sc - 9) << 23);  // 2^(sc - 136)
+    DSV4_FMT_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t c = (codes >> (8 * k)) & 0xffu, mag = c & 0x7fu;
+      const float sub = (f32_from_bits(0x4b000000u | mag) - 8388608.0f) * sub_scale;
+      const uint32_t bits = mag >= 8u ? (mag << 20) + (uint32_t(sc - 7) << 23) : f32_bits(sub);
+      h[k] = (bits >> 16) | ((c & 0x80u) << 8);
+    }
+  } else {
+    DSV4_FMT_UNROLL
+    for (int k = 0; k < 4; ++k)
+      h[k] = f32_to_bf16(f32_from_bits(v41_decode_bits(uint8_t(codes >> (8 * k)), sc))).bits;
+  }
+  out[0] = h[0] | h[1] << 16;
+  out[1] = h[2] | h[3] << 16;
+}
+
 // ---- v41_fp4: 16 e2m1 values per e4m3fn scale (SGLang's quantize_k_cache_v41_fp4) -------------
 // amax = max of nan_to_num(|x|, nan=inf): torch.nan_to_num also turns +inf into the fp32 maximum
 // (its posinf default), so only a NaN makes amax infinite. scale = e4m3fn(clamp(amax / 6, 2^-9,
