@@ -1,8 +1,9 @@
 // sampling_renorm kernels: the pivot by a four-pass radix search over the fp32 bits (32-bit counts
 // for top-k, exact fixed-point masses split in 32-bit halves for top-p), a kept sum in fixed-size
 // chunks added in chunk order, then one write pass. A row spreads over several blocks when B is
-// small: one launch per pass, each block histogramming its chunks into its own workspace slot and
-// the next launch's blocks adding the slots in block order; with one block per row, one kernel.
+// small, each block histogramming its chunks into its own workspace slot and the next step's
+// blocks adding the slots in block order: one launch per step (multi-launch), or one launch whose
+// resident blocks meet at a grid barrier between steps (fused); with one block per row, one kernel.
 #include "dsv4/kernels/sampling_renorm.hpp"
 
 #include <algorithm>
@@ -39,6 +40,7 @@ struct State {
 
 // Where the multi-block passes keep their results, per row (bpr blocks, nchunks chunks).
 struct Work {
+  u64* barrier;    // the fused kernel's grid barrier word
   State* state;    // [B][kPasses + 1]: the state before pass n (n = kPasses: the final pivot)
   uint32_t* maxv;  // [B][bpr]: each block's largest weight bits (top-p)
   float* csum;     // [B][nchunks]: kept sum of each chunk
@@ -79,6 +81,7 @@ struct Smem {
   float part[kThreads];
   uint32_t bin;
   uint32_t umax;
+  float total;
 };
 
 // Calls f(i, weight bits of x[i]) for this thread's entries of chunks c0, c0 + step, ... (any
@@ -267,80 +270,73 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Multi-block passes: block j of row r is blockIdx.x = r * bpr + j and takes chunks j, j + bpr, ...
+// Row offsets fit 32 bits there (B * bpr <= kMaxGridBlocks, so B * V < 2^27).
+// Each step below is one launch of the multi-launch variant, or one stretch of the fused kernel
+// between grid barriers; both run the same code, so they give the same bytes.
+
+// A value another block wrote in this launch (the fused kernel), read past this block's L1.
+template <class T>
+__device__ __forceinline__ T fresh(const T* p) {
+  return *static_cast<const volatile T*>(p);
+}
 
 // The row's histogram of the previous pass into sm.tot[0]: the blocks' slots added in block order.
 template <bool kTopP>
 __device__ void gather_histogram(const u64* slots, int32_t bpr, Smem<kTopP>& sm) {
   const int t = int(threadIdx.x), bin = t % kBins, half = t / kBins;
   u64 sum = 0;
-  for (int32_t j = half; j < bpr; j += kThreads / kBins) sum += slots[int64_t(j) * kBins + bin];
+  for (int32_t j = half; j < bpr; j += kThreads / kBins)
+    sum += fresh(slots + int64_t(j) * kBins + bin);
   sm.tot[half][bin] = sum;
   __syncthreads();
   if (t < kBins) sm.tot[0][t] += sm.tot[1][t];
   __syncthreads();
 }
 
-// The state before pass `pass` (1 .. kPasses): the stored state before pass - 1 and the digit the
-// slots of pass - 1 give. Block 0 of the row stores it.
+// top-p: this block's largest weight bits into its slot of w.maxv.
 template <bool kTopP>
-__device__ State advance(const Work& w, int64_t row, int32_t j, int pass, Smem<kTopP>& sm) {
-  State st = w.state[row * (kPasses + 1) + pass - 1];
-  if (!st.keep_all) {
-    const u64* slots = w.hist + (int64_t((pass - 1) & 1) * gridDim.x + row * w.bpr) * kBins;
-    gather_histogram(slots, w.bpr, sm);
-    select_digit(pass - 1, st, sm);
-  }
-  if (j == 0 && threadIdx.x == 0) w.state[row * (kPasses + 1) + pass] = st;
-  return st;
-}
-
-// top-p: each block's largest weight bits.
-__global__ void __launch_bounds__(kThreads)
-    max_kernel(const float* probs, int32_t V, const float* ps, Work w) {
-  __shared__ Smem<true> sm;
-  const int64_t row = blockIdx.x / w.bpr;
-  const int32_t j = int32_t(blockIdx.x % w.bpr);
+__device__ void max_step(const float* probs, int32_t V, const float* ps, const Work& w, int32_t row,
+                         int32_t j, Smem<kTopP>& sm) {
   const uint32_t m = ps[row] < 1.0f ? block_max(probs + row * V, V, j, w.bpr, sm) : 0u;
   if (threadIdx.x == 0) w.maxv[row * w.bpr + j] = m;
 }
 
-// Pass `pass` of the radix search: the state before it, then this block's histogram of the digit.
+// The state before pass 0 (top-p: from the blocks' maxima).
 template <bool kTopP>
-__global__ void __launch_bounds__(kThreads)
-    radix_kernel(const float* probs, int32_t V, const int32_t* ks, const float* ps, Work w,
-                 int pass) {
-  __shared__ Smem<kTopP> sm;
-  const int64_t row = blockIdx.x / w.bpr;
-  const int32_t j = int32_t(blockIdx.x % w.bpr);
-  State st;
-  if (pass > 0) {
-    st = advance(w, row, j, pass, sm);
-  } else {
-    if (!kTopP) {
-      st = state_top_k(ks[row], V);
-    } else {
-      uint32_t mx = 0;
-      for (int32_t b = 0; b < w.bpr; ++b) {
-        const uint32_t m = w.maxv[row * w.bpr + b];
-        mx = m > mx ? m : mx;
-      }
-      st = state_top_p(ps[row], mx);
-    }
-    if (j == 0 && threadIdx.x == 0) w.state[row * (kPasses + 1)] = st;
+__device__ State first_state(int32_t V, const int32_t* ks, const float* ps, const Work& w,
+                             int32_t row) {
+  if (!kTopP) return state_top_k(ks[row], V);
+  uint32_t mx = 0;
+  for (int32_t b = 0; b < w.bpr; ++b) {
+    const uint32_t m = fresh(w.maxv + row * w.bpr + b);
+    mx = m > mx ? m : mx;
   }
+  return state_top_p(ps[row], mx);
+}
+
+// The state before pass `pass` (1 .. kPasses) from the one before pass - 1 and the digit the
+// slots of pass - 1 give.
+template <bool kTopP>
+__device__ void next_digit(const Work& w, int32_t row, int pass, State& st, Smem<kTopP>& sm) {
+  if (st.keep_all) return;
+  gather_histogram(w.hist + (int64_t((pass - 1) & 1) * gridDim.x + row * w.bpr) * kBins, w.bpr, sm);
+  select_digit(pass - 1, st, sm);
+}
+
+// Pass `pass` of the radix search: this block's histogram of the digit into its slot.
+template <bool kTopP>
+__device__ void histogram_step(const float* probs, int32_t V, const Work& w, int32_t row, int32_t j,
+                               int pass, const State& st, Smem<kTopP>& sm) {
   if (st.keep_all) return;
   block_histogram(probs + row * V, V, j, w.bpr, pass, st, sm);
   u64* slot = w.hist + (int64_t(pass & 1) * gridDim.x + blockIdx.x) * kBins;
   if (threadIdx.x < kBins) slot[threadIdx.x] = sm.tot[0][threadIdx.x];
 }
 
-// The final pivot, then the kept sum of each of this block's chunks.
+// The kept sum of each of this block's chunks under the final state.
 template <bool kTopP>
-__global__ void __launch_bounds__(kThreads) sum_kernel(const float* probs, int32_t V, Work w) {
-  __shared__ Smem<kTopP> sm;
-  const int64_t row = blockIdx.x / w.bpr;
-  const int32_t j = int32_t(blockIdx.x % w.bpr);
-  const State st = advance(w, row, j, kPasses, sm);
+__device__ void sum_step(const float* probs, int32_t V, const Work& w, int32_t row, int32_t j,
+                         const State& st, Smem<kTopP>& sm) {
   const uint32_t pivot = st.keep_all ? 0u : st.pivot;
   for (int32_t c = j; c < w.nchunks; c += w.bpr) {
     const float s = chunk_sum(probs + row * V, V, c, pivot, sm);
@@ -348,16 +344,12 @@ __global__ void __launch_bounds__(kThreads) sum_kernel(const float* probs, int32
   }
 }
 
-// The row's kept sum (chunk sums added in chunk order), then this block's chunks written.
-__global__ void __launch_bounds__(kThreads)
-    write_kernel(const float* probs, int32_t V, Work w, float* out) {
-  __shared__ float sums[kMaxV / kChunk];
-  __shared__ float total;
-  const int64_t row = blockIdx.x / w.bpr;
-  const int32_t j = int32_t(blockIdx.x % w.bpr);
-  const State st = w.state[row * (kPasses + 1) + kPasses];
+// The row's kept sum (chunk sums added in chunk order, through `sums` and `total` in shared
+// memory), then this block's chunks written.
+__device__ void write_step(const float* probs, int32_t V, const Work& w, int32_t row, int32_t j,
+                           const State& st, float* out, float* sums, float& total) {
   for (int32_t c = int32_t(threadIdx.x); c < w.nchunks; c += kThreads)
-    sums[c] = w.csum[row * w.nchunks + c];
+    sums[c] = fresh(w.csum + row * w.nchunks + c);
   __syncthreads();
   if (threadIdx.x == 0) {
     float S = 0.f;
@@ -368,6 +360,124 @@ __global__ void __launch_bounds__(kThreads)
   write_row(probs + row * V, out + row * V, V, j, w.bpr, st.keep_all ? 0u : st.pivot, total);
 }
 
+// ---- multi-launch: one kernel per step, the state kept in the workspace between launches ----
+
+// The state before pass `pass` (1 .. kPasses) from the stored one; block 0 of the row stores it.
+template <bool kTopP>
+__device__ State advance(const Work& w, int32_t row, int32_t j, int pass, Smem<kTopP>& sm) {
+  State st = w.state[row * (kPasses + 1) + pass - 1];
+  next_digit(w, row, pass, st, sm);
+  if (j == 0 && threadIdx.x == 0) w.state[row * (kPasses + 1) + pass] = st;
+  return st;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    max_kernel(const float* probs, int32_t V, const float* ps, Work w) {
+  __shared__ Smem<true> sm;
+  max_step(probs, V, ps, w, blockIdx.x / uint32_t(w.bpr), int32_t(blockIdx.x % w.bpr), sm);
+}
+
+template <bool kTopP>
+__global__ void __launch_bounds__(kThreads)
+    radix_kernel(const float* probs, int32_t V, const int32_t* ks, const float* ps, Work w,
+                 int pass) {
+  __shared__ Smem<kTopP> sm;
+  const int32_t row = int32_t(blockIdx.x / uint32_t(w.bpr));
+  const int32_t j = int32_t(blockIdx.x % w.bpr);
+  State st;
+  if (pass > 0) {
+    st = advance(w, row, j, pass, sm);
+  } else {
+    st = first_state<kTopP>(V, ks, ps, w, row);
+    if (j == 0 && threadIdx.x == 0) w.state[row * (kPasses + 1)] = st;
+  }
+  histogram_step(probs, V, w, row, j, pass, st, sm);
+}
+
+template <bool kTopP>
+__global__ void __launch_bounds__(kThreads) sum_kernel(const float* probs, int32_t V, Work w) {
+  __shared__ Smem<kTopP> sm;
+  const int32_t row = int32_t(blockIdx.x / uint32_t(w.bpr));
+  const int32_t j = int32_t(blockIdx.x % w.bpr);
+  sum_step(probs, V, w, row, j, advance(w, row, j, kPasses, sm), sm);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    write_kernel(const float* probs, int32_t V, Work w, float* out) {
+  __shared__ float sums[kMaxV / kChunk];
+  __shared__ float total;
+  const int32_t row = int32_t(blockIdx.x / uint32_t(w.bpr));
+  write_step(probs, V, w, row, int32_t(blockIdx.x % w.bpr), w.state[row * (kPasses + 1) + kPasses],
+             out, sums, total);
+}
+
+// ---- fused: one kernel, the steps separated by a grid barrier, the state in registers ----
+
+// The grid barrier's word: arrivals in bits 0-11, a tag in bits 12-47 (so the poison or leftovers
+// of whatever used the workspace before are told apart from a barrier in progress), the
+// generation in bits 48-63. Arrivals add 1; the last one takes the count back to 0 and bumps the
+// generation in one add, so the word is ready for the next barrier and the next launch.
+constexpr u64 kBarrierCount = 0xfff;
+constexpr u64 kBarrierTag = 0xb5e7c3a9dull << 12;
+constexpr u64 kBarrierTagMask = 0xfffffffffull << 12;
+constexpr int kBarrierGenShift = 48;
+
+__device__ __forceinline__ bool arrival_counted(u64 word, u64 blocks) {
+  return (word & kBarrierTagMask) == kBarrierTag && (word & kBarrierCount) < blocks;
+}
+
+// Every block of the grid waits here until all have arrived; their writes before it are visible
+// to every block after it. All blocks must be resident at once (the launcher checks).
+__device__ void grid_barrier(u64* word) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const u64 blocks = gridDim.x;
+    __threadfence();
+    u64 old = atomicAdd(word, 1ull);
+    // Not a barrier word (the first barrier on a fresh workspace): this add is lost; a fresh word
+    // replaces what is there and this block arrives again. A counted word stays counted, so only
+    // arrivals before that replacement are redone.
+    while (!arrival_counted(old, blocks)) {
+      const u64 cur = fresh(word);
+      if (!arrival_counted(cur, blocks)) atomicCAS(word, cur, kBarrierTag);
+      old = atomicAdd(word, 1ull);
+    }
+    if ((old & kBarrierCount) + 1 == blocks) {
+      atomicAdd(word, (u64(1) << kBarrierGenShift) - blocks);
+    } else {
+      const u64 gen = old >> kBarrierGenShift;
+      while (fresh(word) >> kBarrierGenShift == gen) {
+      }
+    }
+    __threadfence();
+  }
+  __syncthreads();
+}
+
+// Every step of the multi-block passes in one launch.
+template <bool kTopP>
+__global__ void __launch_bounds__(kThreads)
+    fused_kernel(const float* probs, int32_t V, const int32_t* ks, const float* ps, Work w,
+                 float* out) {
+  __shared__ Smem<kTopP> sm;
+  const int32_t row = int32_t(blockIdx.x / uint32_t(w.bpr));
+  const int32_t j = int32_t(blockIdx.x % w.bpr);
+  if (kTopP) {
+    max_step(probs, V, ps, w, row, j, sm);
+    grid_barrier(w.barrier);
+  }
+  State st = first_state<kTopP>(V, ks, ps, w, row);
+  for (int pass = 0; pass < kPasses; ++pass) {
+    if (pass > 0) next_digit(w, row, pass, st, sm);
+    histogram_step(probs, V, w, row, j, pass, st, sm);
+    grid_barrier(w.barrier);
+  }
+  next_digit(w, row, kPasses, st, sm);
+  sum_step(probs, V, w, row, j, st, sm);
+  grid_barrier(w.barrier);
+  write_step(probs, V, w, row, j, st, out, sm.part, sm.total);
+}
+
 [[noreturn]] void bad(const char* fn, const std::string& what) {
   throw std::invalid_argument(std::string("sampling_renorm::") + fn + ": " + what);
 }
@@ -375,6 +485,12 @@ __global__ void __launch_bounds__(kThreads)
 void check_shape(const char* fn, int64_t B, int64_t V) {
   if (B < 0 || B > 0x7fffffff) bad(fn, "B=" + std::to_string(B) + " must be in [0, 2^31)");
   if (V < 1 || V > kMaxV) bad(fn, "V=" + std::to_string(V) + " must be in [1, 2^18]");
+}
+
+void check_variant(const char* fn, Variant v) {
+  if (v != Variant::kAuto && v != Variant::kFused && v != Variant::kMultiLaunch)
+    bad(fn,
+        "variant=" + std::to_string(int(v)) + " is not a Variant (kAuto, kFused, kMultiLaunch)");
 }
 
 int64_t chunks_of(int64_t V) { return (V + kChunk - 1) / kChunk; }
@@ -389,18 +505,21 @@ int64_t blocks_per_row(int64_t B, int64_t V, int64_t units) {
 
 size_t align8(size_t n) { return (n + 7) / 8 * 8; }
 
-// The workspace of the multi-block passes carved for bpr blocks per row (0 bytes for one).
+// The workspace of the multi-block passes carved for bpr blocks per row (0 bytes for one): the
+// barrier word first, at the same place whatever B, V and bpr, then the per-row arrays.
 size_t carve(int64_t B, int64_t V, int64_t bpr, void* base, Work* w) {
   if (bpr <= 1) return 0;
   const size_t b = size_t(B), nb = size_t(bpr), nc = size_t(chunks_of(V));
-  const size_t o_state = 0;
+  const size_t o_barrier = 0;
+  const size_t o_state = o_barrier + 128;  // the barrier word on a line of its own
   const size_t o_max = o_state + b * (kPasses + 1) * sizeof(State);
   const size_t o_csum = align8(o_max + b * nb * sizeof(uint32_t));
   const size_t o_hist = align8(o_csum + b * nc * sizeof(float));
   const size_t total = o_hist + 2 * b * nb * kBins * sizeof(u64);
   if (w) {
     char* p = static_cast<char*>(base);
-    *w = Work{reinterpret_cast<State*>(p + o_state),
+    *w = Work{reinterpret_cast<u64*>(p + o_barrier),
+              reinterpret_cast<State*>(p + o_state),
               reinterpret_cast<uint32_t*>(p + o_max),
               reinterpret_cast<float*>(p + o_csum),
               reinterpret_cast<u64*>(p + o_hist),
@@ -410,22 +529,67 @@ size_t carve(int64_t B, int64_t V, int64_t bpr, void* base, Work* w) {
   return total;
 }
 
-// The current device's compute units, asked once per device.
-int64_t compute_units() {
-  static std::atomic<int> cache[64] = {};
+// f(device) for the current device, asked once per device (at least 1; `cache` holds 64 devices).
+template <class F>
+int64_t per_device(std::atomic<int>* cache, F f) {
   int dev = 0;
   if (hipGetDevice(&dev) != hipSuccess || dev < 0) dev = 0;
   if (dev < 64)
     if (const int n = cache[dev].load(std::memory_order_relaxed); n > 0) return n;
-  hipDeviceProp_t prop{};
-  const int n = hipGetDeviceProperties(&prop, dev) == hipSuccess ? prop.multiProcessorCount : 1;
-  if (dev < 64) cache[dev].store(n > 0 ? n : 1, std::memory_order_relaxed);
-  return n > 0 ? n : 1;
+  const int n = std::max(f(dev), 1);
+  if (dev < 64) cache[dev].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// The current device's compute units.
+int64_t compute_units() {
+  static std::atomic<int> cache[64] = {};
+  return per_device(cache, [](int dev) {
+    hipDeviceProp_t prop{};
+    return hipGetDeviceProperties(&prop, dev) == hipSuccess ? prop.multiProcessorCount : 1;
+  });
+}
+
+// How many blocks of the fused kernel the current device holds at once (1 when unknown).
+template <bool kTopP>
+int64_t resident_fused_blocks() {
+  static std::atomic<int> cache[64] = {};
+  return per_device(cache, [](int) {
+    int per_unit = 0;
+    if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_unit, fused_kernel<kTopP>, kThreads, 0) !=
+        hipSuccess) {
+      (void)hipGetLastError();  // not left for the next launch's check
+      return 1;
+    }
+    return int(std::min<int64_t>(int64_t(per_unit) * compute_units(), 1 << 30));
+  });
+}
+
+// kAuto's choice where a row spreads over several blocks: true, the fused kernel where its blocks
+// can all be resident; false, the multi-launch path always.
+constexpr bool kAutoFuses = true;
+
+struct Plan {
+  Path path;
+  int64_t bpr;  // blocks per row
+};
+
+// The path of a launch and its blocks per row: the fused kernel takes at most the multi-launch
+// path's blocks per row, and only as many as the device holds at once (at least two per row).
+template <bool kTopP>
+Plan plan(int64_t B, int64_t V, Variant v) {
+  const int64_t bpr = blocks_per_row(B, V, compute_units());
+  if (bpr == 1) return {Path::kOneBlockPerRow, 1};
+  if (v == Variant::kMultiLaunch || (v == Variant::kAuto && !kAutoFuses))
+    return {Path::kMultiLaunch, bpr};
+  const int64_t fused = std::min(bpr, resident_fused_blocks<kTopP>() / B);
+  return fused >= 2 ? Plan{Path::kFused, fused} : Plan{Path::kMultiLaunch, bpr};
 }
 
 bool check(const char* fn, const float* probs, int64_t B, int64_t V, const void* param,
-           const float* out, const void* ws, size_t ws_bytes) {
+           const float* out, const void* ws, size_t ws_bytes, Variant v) {
   check_shape(fn, B, V);
+  check_variant(fn, v);
   if (B == 0) return false;
   if (!probs || !out || !param)
     bad(fn, "null pointer: probs, out and the per-row k/p are required");
@@ -442,16 +606,20 @@ bool check(const char* fn, const float* probs, int64_t B, int64_t V, const void*
 
 template <bool kTopP>
 void renorm(const float* probs, int64_t B, int64_t V, const int32_t* k, const float* p, float* out,
-            void* ws, hipStream_t s) {
-  const int64_t bpr = blocks_per_row(B, V, compute_units());
+            void* ws, hipStream_t s, Variant v) {
+  const Plan pl = plan<kTopP>(B, V, v);
   const dim3 block{unsigned(kThreads)};
-  if (bpr == 1) {
+  if (pl.path == Path::kOneBlockPerRow) {
     gpu::launch(row_kernel<kTopP>, dim3{unsigned(B)}, block, 0, s, probs, int32_t(V), k, p, out);
     return;
   }
   Work w{};
-  carve(B, V, bpr, ws, &w);
-  const dim3 grid{unsigned(B * bpr)};
+  carve(B, V, pl.bpr, ws, &w);  // within workspace_bytes: it counts the most blocks per row
+  const dim3 grid{unsigned(B * pl.bpr)};
+  if (pl.path == Path::kFused) {
+    gpu::launch(fused_kernel<kTopP>, grid, block, 0, s, probs, int32_t(V), k, p, w, out);
+    return;
+  }
   if (kTopP) gpu::launch(max_kernel, grid, block, 0, s, probs, int32_t(V), p, w);
   for (int pass = 0; pass < kPasses; ++pass)
     gpu::launch(radix_kernel<kTopP>, grid, block, 0, s, probs, int32_t(V), k, p, w, pass);
@@ -461,22 +629,41 @@ void renorm(const float* probs, int64_t B, int64_t V, const int32_t* k, const fl
 
 }  // namespace
 
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::kOneBlockPerRow:
+      return "one block per row";
+    case Path::kMultiLaunch:
+      return "multi-launch";
+    case Path::kFused:
+      return "fused";
+  }
+  return "?";
+}
+
 size_t workspace_bytes(int64_t B, int64_t V) {
   check_shape("workspace_bytes", B, V);
   if (B == 0) return 0;
   return carve(B, V, blocks_per_row(B, V, kMaxGridBlocks), nullptr, nullptr);
 }
 
+Path path_of(int64_t B, int64_t V, bool top_p, Variant v) {
+  check_shape("path_of", B, V);
+  check_variant("path_of", v);
+  if (B == 0) return Path::kOneBlockPerRow;
+  return top_p ? plan<true>(B, V, v).path : plan<false>(B, V, v).path;
+}
+
 void top_k(const float* probs, int64_t B, int64_t V, const int32_t* k, float* out, void* workspace,
-           size_t workspace_size, gpu::Stream s) {
-  if (!check("top_k", probs, B, V, k, out, workspace, workspace_size)) return;
-  renorm<false>(probs, B, V, k, nullptr, out, workspace, static_cast<hipStream_t>(s));
+           size_t workspace_size, gpu::Stream s, Variant v) {
+  if (!check("top_k", probs, B, V, k, out, workspace, workspace_size, v)) return;
+  renorm<false>(probs, B, V, k, nullptr, out, workspace, static_cast<hipStream_t>(s), v);
 }
 
 void top_p(const float* probs, int64_t B, int64_t V, const float* p, float* out, void* workspace,
-           size_t workspace_size, gpu::Stream s) {
-  if (!check("top_p", probs, B, V, p, out, workspace, workspace_size)) return;
-  renorm<true>(probs, B, V, nullptr, p, out, workspace, static_cast<hipStream_t>(s));
+           size_t workspace_size, gpu::Stream s, Variant v) {
+  if (!check("top_p", probs, B, V, p, out, workspace, workspace_size, v)) return;
+  renorm<true>(probs, B, V, nullptr, p, out, workspace, static_cast<hipStream_t>(s), v);
 }
 
 }  // namespace dsv4::kernels::sampling_renorm

@@ -3,13 +3,16 @@
 // negatives, inf, subnormals) and zero rows and per-row k or p at their edges; bit for bit against
 // the kernel-arithmetic reference, within rtol 1e-5 of the fp64 specification (same kept set
 // except at the documented fixed-point boundary), rows summing to 1; graph replay with new
-// inputs, determinism, in place, argument checks.
+// inputs, determinism, in place, argument checks. Shapes whose rows spread over several blocks run
+// both the fused and the multi-launch variant; the fused barrier word left from launch to launch.
 #include "dsv4/kernels/sampling_renorm.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +31,7 @@ using cases::RowKind;
 using cases::SamplingRenormCase;
 using cases::SamplingRenormShape;
 using fx::Launch;
+using ks::Variant;
 using ::testing::HasSubstr;
 
 // The kernel's output against the fp64 specification: rows whose fp64 and fixed-point pivots
@@ -79,24 +83,41 @@ std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
   kind = kind.substr(kind.rfind(' ') + 1);
   for (auto& ch : kind)
     if (ch == '-') ch = '_';
+  const char* variant = s.variant == Variant::kFused         ? "_fused"
+                        : s.variant == Variant::kMultiLaunch ? "_multi"
+                                                             : "";
   return std::string(s.top_p ? "TopP" : "TopK") + "_B" + std::to_string(s.B) + "_V" +
-         std::to_string(s.V) + "_" + kind + (i.param.launch == Launch::kGraph ? "_graph" : "");
+         std::to_string(s.V) + "_" + kind + variant +
+         (i.param.launch == Launch::kGraph ? "_graph" : "");
 }
 std::vector<SweepParam> sweep_params() {
   std::vector<SweepParam> v;
+  // Rows over several blocks: once per variant (the others run kAuto).
+  auto both = [&v](SamplingRenormShape s, Launch l = Launch::kEager) {
+    for (Variant x : {Variant::kFused, Variant::kMultiLaunch}) {
+      s.variant = x;
+      v.push_back({s, l});
+    }
+  };
   for (bool top_p : {false, true}) {
     for (int64_t V : {1, 2, 7, 1000, 1024, 1025, 4099, 129280, 262144})
-      for (int64_t B : {1, 5}) v.push_back({{.B = B, .V = V, .top_p = top_p}});
-    for (RowKind k : {RowKind::kSoftmax, RowKind::kTies, RowKind::kEqual, RowKind::kOneHot,
-                      RowKind::kHostile, RowKind::kZero})
+      for (int64_t B : {1, 5}) {
+        if (B == 1 && V >= 129280)
+          both({.B = B, .V = V, .top_p = top_p});
+        else
+          v.push_back({{.B = B, .V = V, .top_p = top_p}});
+      }
+    for (RowKind k :
+         {RowKind::kSoftmax, RowKind::kTies, RowKind::kEqual, RowKind::kOneHot, RowKind::kZero})
       v.push_back({{.B = 8, .V = 32000, .top_p = top_p, .rows = k}});
-    v.push_back({{.B = 64, .V = 129280, .top_p = top_p}});
+    both({.B = 8, .V = 32000, .top_p = top_p, .rows = RowKind::kHostile});
+    both({.B = 64, .V = 129280, .top_p = top_p});
     // Small batches of long rows: several blocks per row (the multi-block passes), ragged k or p.
     for (int64_t V : {129280, 262144})
-      for (int64_t B : {2, 3}) v.push_back({{.B = B, .V = V, .top_p = top_p}});
-    v.push_back({{.B = 3, .V = 262144, .top_p = top_p, .rows = RowKind::kSoftmax}});
-    v.push_back({{.B = 2, .V = 129280, .top_p = top_p, .rows = RowKind::kTies}});
-    v.push_back({{.B = 3, .V = 129280, .top_p = top_p}, Launch::kGraph});
+      for (int64_t B : {2, 3}) both({.B = B, .V = V, .top_p = top_p});
+    both({.B = 3, .V = 262144, .top_p = top_p, .rows = RowKind::kSoftmax});
+    both({.B = 2, .V = 129280, .top_p = top_p, .rows = RowKind::kTies});
+    both({.B = 3, .V = 129280, .top_p = top_p}, Launch::kGraph);
     // Many rows of several chunks: one block per row over every chunk.
     v.push_back({{.B = 520, .V = 5000, .top_p = top_p}});
     v.push_back({{.B = 6, .V = 3000, .top_p = top_p}, Launch::kGraph});
@@ -106,8 +127,18 @@ std::vector<SweepParam> sweep_params() {
 
 class SamplingRenormSweep : public fx::GpuTestWithParam<SweepParam> {};
 
+// A variant asked for by name runs as asked on this device (else its instance tests nothing new).
+void expect_path(const SamplingRenormShape& s) {
+  if (s.variant == Variant::kAuto) return;
+  const ks::Path want = s.variant == Variant::kFused ? ks::Path::kFused : ks::Path::kMultiLaunch;
+  EXPECT_EQ(ks::path_name(ks::path_of(s.B, s.V, s.top_p, s.variant)),
+            std::string(ks::path_name(want)))
+      << s.str();
+}
+
 TEST_P(SamplingRenormSweep, MatchesReference) {
   const SamplingRenormCase c(GetParam().shape);
+  expect_path(GetParam().shape);
   for (uint64_t seed : fx::case_seeds()) {
     DSV4_CASE(seed, c.name());
     fx::CaseRun run;
@@ -123,31 +154,110 @@ class SamplingRenorm : public fx::GpuTest {};
 
 TEST_F(SamplingRenorm, GraphReplayAndDeterminism) {
   const uint64_t seed = fx::test_seed();
-  for (bool top_p : {false, true}) {
-    const SamplingRenormCase c({.B = 9, .V = 20000, .top_p = top_p});
-    DSV4_CASE(seed, c.name());
-    EXPECT_TRUE(fx::check_graph_replay(c, seed, stream()));
-    EXPECT_TRUE(fx::check_deterministic(c, seed, stream(), 10));
-  }
+  for (bool top_p : {false, true})
+    for (Variant v : {Variant::kFused, Variant::kMultiLaunch}) {
+      const SamplingRenormCase c({.B = 9, .V = 20000, .top_p = top_p, .variant = v});
+      DSV4_CASE(seed, c.name());
+      expect_path(c.shape());
+      EXPECT_TRUE(fx::check_graph_replay(c, seed, stream()));
+      EXPECT_TRUE(fx::check_deterministic(c, seed, stream(), 10));
+    }
 }
 
 // out == probs: the kernel reads each entry before writing it, in every pass.
 TEST_F(SamplingRenorm, InPlace) {
   const uint64_t seed = fx::test_seed();
-  fx::Rng rng(seed);
-  const SamplingRenormCase c({.B = 3, .V = 5000, .top_p = true});
-  const fx::Tensors in = c.draw(rng);
-  const auto want = c.reference(in).at("out").values<float>();
-  auto x = in.at("probs").values<float>();
-  fx::DeviceBuffer<float> probs(x.size(), "probs");
-  fx::DeviceBuffer<float> p(3, "p");
-  probs.upload(x, stream());
-  p.upload(in.at("p").values<float>(), stream());
-  fx::DeviceBuffer<uint8_t> ws(ks::workspace_bytes(3, 5000), "workspace");
-  ks::top_p(probs.data(), 3, 5000, p.data(), probs.data(), ws.data(), ws.size(), stream());
-  EXPECT_TRUE(
-      fx::bitwise_equal(probs.download(stream()), want, fx::Shape{3, 5000}, {.name = "in place"}));
-  EXPECT_TRUE(probs.guards_intact());
+  for (Variant v : {Variant::kFused, Variant::kMultiLaunch}) {
+    fx::Rng rng(seed);
+    const SamplingRenormCase c({.B = 3, .V = 5000, .top_p = true, .variant = v});
+    DSV4_CASE(seed, c.name());
+    const fx::Tensors in = c.draw(rng);
+    const auto want = c.reference(in).at("out").values<float>();
+    auto x = in.at("probs").values<float>();
+    fx::DeviceBuffer<float> probs(x.size(), "probs");
+    fx::DeviceBuffer<float> p(3, "p");
+    probs.upload(x, stream());
+    p.upload(in.at("p").values<float>(), stream());
+    fx::DeviceBuffer<uint8_t> ws(ks::workspace_bytes(3, 5000), "workspace");
+    ks::top_p(probs.data(), 3, 5000, p.data(), probs.data(), ws.data(), ws.size(), stream(), v);
+    EXPECT_TRUE(fx::bitwise_equal(probs.download(stream()), want, fx::Shape{3, 5000},
+                                  {.name = "in place"}));
+    EXPECT_TRUE(probs.guards_intact());
+  }
+}
+
+// The fused kernel's barrier word stays ready from launch to launch: fused launches of several
+// shapes, top-k and top-p, and multi-launch ones between them share one workspace that is never
+// re-poisoned, eagerly and then as one graph replayed three times, each output bit for bit.
+TEST_F(SamplingRenorm, FusedLaunchesShareAWorkspace) {
+  const uint64_t seed = fx::test_seed();
+  const std::vector<SamplingRenormShape> shapes = {
+      {.B = 1, .V = 129280, .top_p = false, .variant = Variant::kFused},
+      {.B = 1, .V = 129280, .top_p = true, .variant = Variant::kFused},
+      {.B = 3, .V = 20000, .top_p = true, .variant = Variant::kMultiLaunch},
+      {.B = 3, .V = 20000, .top_p = true, .variant = Variant::kFused},
+      {.B = 2, .V = 262144, .top_p = false, .variant = Variant::kFused}};
+  size_t ws_bytes = 0;
+  for (const auto& s : shapes) ws_bytes = std::max(ws_bytes, ks::workspace_bytes(s.B, s.V));
+  fx::DeviceBuffer<uint8_t> ws(ws_bytes, "workspace");
+  struct Run {
+    SamplingRenormShape shape = {};
+    fx::Tensors in = {};
+    std::vector<float> want = {};
+    std::unique_ptr<fx::DeviceBuffer<float>> probs = {}, out = {}, p = {};
+    std::unique_ptr<fx::DeviceBuffer<int32_t>> k = {};
+  };
+  std::vector<Run> runs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const SamplingRenormCase c(shapes[i]);
+    expect_path(shapes[i]);
+    fx::Rng rng(seed + i);
+    Run r{shapes[i], c.draw(rng)};
+    r.want = c.reference(r.in).at("out").values<float>();
+    r.probs = std::make_unique<fx::DeviceBuffer<float>>(r.want.size(), "probs");
+    r.probs->upload(r.in.at("probs").values<float>(), stream());
+    r.out = std::make_unique<fx::DeviceBuffer<float>>(r.want.size(), "out");
+    if (shapes[i].top_p) {
+      r.p = std::make_unique<fx::DeviceBuffer<float>>(size_t(shapes[i].B), "p");
+      r.p->upload(r.in.at("p").values<float>(), stream());
+    } else {
+      r.k = std::make_unique<fx::DeviceBuffer<int32_t>>(size_t(shapes[i].B), "k");
+      r.k->upload(r.in.at("k").values<int32_t>(), stream());
+    }
+    runs.push_back(std::move(r));
+  }
+  auto launch_all = [&](gpu::Stream st) {
+    for (Run& r : runs) {
+      const auto& s = r.shape;
+      if (s.top_p)
+        ks::top_p(r.probs->data(), s.B, s.V, r.p->data(), r.out->data(), ws.data(), ws.size(), st,
+                  s.variant);
+      else
+        ks::top_k(r.probs->data(), s.B, s.V, r.k->data(), r.out->data(), ws.data(), ws.size(), st,
+                  s.variant);
+    }
+  };
+  auto expect_all = [&](const std::string& when) {
+    for (Run& r : runs) {
+      DSV4_CASE(seed, r.shape.str() + " " + when);
+      EXPECT_TRUE(fx::bitwise_equal(r.out->download(stream()), r.want,
+                                    fx::Shape{uint64_t(r.shape.B), uint64_t(r.shape.V)},
+                                    {.name = when}));
+      EXPECT_TRUE(r.out->guards_intact());
+    }
+  };
+  for (int round = 0; round < 2; ++round) {
+    launch_all(stream());
+    expect_all("eager round " + std::to_string(round));
+  }
+  gpu::Graph graph;
+  graph.capture(stream(), launch_all);
+  for (int round = 0; round < 3; ++round) {
+    for (Run& r : runs) r.out->upload(std::vector<float>(r.want.size(), -1.f), stream());
+    graph.replay(stream());
+    expect_all("graph replay " + std::to_string(round));
+  }
+  EXPECT_TRUE(ws.guards_intact());
 }
 
 TEST(SamplingRenormArgs, BadArgumentsNameTheField) {
@@ -177,6 +287,11 @@ TEST(SamplingRenormArgs, BadArgumentsNameTheField) {
   EXPECT_THAT(
       fx::launch_error([&] { ks::top_p(f, 1, 129280, f, f, fx::fake<void>(4100), need, nullptr); }),
       HasSubstr("workspace=4100 must be 8-byte aligned"));
+  EXPECT_THAT(fx::launch_error([&] {
+                ks::top_k(f, 1, 129280, k, f, ws, big, nullptr, static_cast<Variant>(7));
+              }),
+              HasSubstr("variant=7"));
+  EXPECT_THAT(fx::launch_error([&] { (void)ks::path_of(1, 0, true); }), HasSubstr("V=0"));
   EXPECT_THAT(fx::launch_error([&] { (void)ks::workspace_bytes(3, 0); }), HasSubstr("V=0"));
   EXPECT_THAT(fx::launch_error([&] { (void)ks::workspace_bytes(-2, 8); }), HasSubstr("B=-2"));
 }

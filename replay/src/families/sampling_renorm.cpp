@@ -90,6 +90,8 @@ std::vector<float> draw_row(fx::Rng& rng, size_t V, RowKind kind) {
 std::string SamplingRenormShape::str() const {
   std::ostringstream os;
   os << "B=" << B << " V=" << V << (top_p ? " top-p " : " top-k ") << kind_name(rows);
+  if (variant == kern::Variant::kFused) os << " fused";
+  if (variant == kern::Variant::kMultiLaunch) os << " multi-launch";
   return os.str();
 }
 
@@ -165,10 +167,10 @@ void SamplingRenormCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const
   const size_t bytes = has_ws ? kern::workspace_bytes(shape_.B, shape_.V) : 0;
   if (shape_.top_p)
     kern::top_p(d.ptr<float>("probs"), shape_.B, shape_.V, d.ptr<float>("p"), d.ptr<float>("out"),
-                ws, bytes, s);
+                ws, bytes, s, shape_.variant);
   else
     kern::top_k(d.ptr<float>("probs"), shape_.B, shape_.V, d.ptr<int32_t>("k"), d.ptr<float>("out"),
-                ws, bytes, s);
+                ws, bytes, s, shape_.variant);
 }
 
 }  // namespace dsv4::cases

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/kernels/sampling_renorm.hpp"
 
 namespace dsv4::cases {
 
@@ -24,7 +25,8 @@ struct SamplingRenormShape {
   int64_t V = 1000;
   bool top_p = false;
   RowKind rows = RowKind::kMixed;  // kMixed: each row a kind of its own
-  std::string str() const;         // "B=3 V=1025 top-p mixed"
+  kernels::sampling_renorm::Variant variant = kernels::sampling_renorm::Variant::kAuto;
+  std::string str() const;  // "B=3 V=1025 top-p mixed", then " fused" or " multi-launch"
 };
 
 class SamplingRenormCase : public ShapedCase<SamplingRenormShape> {

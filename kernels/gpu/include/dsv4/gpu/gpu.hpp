@@ -121,6 +121,11 @@ inline hipError_t hipEventSynchronize(hipEvent_t e) { return cudaEventSynchroniz
 inline hipError_t hipEventElapsedTime(float* ms, hipEvent_t a, hipEvent_t b) {
   return cudaEventElapsedTime(ms, a, b);
 }
+template <class T>
+inline hipError_t hipOccupancyMaxActiveBlocksPerMultiprocessor(int* n, T kernel, int block,
+                                                               size_t smem) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, block, smem);
+}
 
 // HIP's cross-lane operations take no mask; the CUDA forms act on the full 32-lane warp, and
 // `width` (a power of two <= 32) splits it into independent groups as HIP's does.
@@ -240,6 +245,10 @@ template <class T>
 inline hipError_t hipMalloc(T** p, size_t n) {
   return hipMalloc(reinterpret_cast<void**>(p), n);
 }
+template <class T>
+inline hipError_t hipOccupancyMaxActiveBlocksPerMultiprocessor(int*, T, int, size_t) {
+  return hipErrorNoDevice;
+}
 
 // Device built-ins, host versions: enough for kernel bodies to type-check; never executed.
 inline void __syncthreads() {}
@@ -265,6 +274,13 @@ inline T atomicAdd(T* p, T v) {
   *p += v;
   return old;
 }
+template <class T>
+inline T atomicCAS(T* p, T expected, T v) {
+  T old = *p;
+  if (old == expected) *p = v;
+  return old;
+}
+inline void __threadfence() {}
 template <class T>
 inline T atomicMax(T* p, T v) {
   T old = *p;
