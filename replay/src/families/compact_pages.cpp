@@ -49,14 +49,23 @@ std::vector<int64_t> iota(size_t n) {
 
 // A pool of real pages (quantised from hostile rows) with every other page random bytes, so every
 // byte pattern is decoded (NaN and negative scales included); padding stays zero.
+// Pages drawn for a pool: larger pools repeat them (page p holds page p % kDrawnPages), so a pool
+// past 2 GiB costs the host the quantisation of 512 pages, not of four million tokens.
+constexpr size_t kDrawnPages = 512;  // even: quantised and random pages keep their parity
+
 std::vector<uint8_t> draw_pool(fx::Rng& rng, const CompactPagesShape& s) {
   const PageLayout L = page_layout(s.layout);
-  const size_t pb = page_bytes(s), n = size_t(s.num_pages) * size_t(s.page_size);
-  const std::vector<bf16> rows = hostile_rows(rng, s.layout, n, kTokenValues);
+  const size_t pb = page_bytes(s), pages = size_t(s.num_pages);
+  const size_t drawn = std::min(pages, kDrawnPages);
+  const std::vector<bf16> rows =
+      hostile_rows(rng, s.layout, drawn * size_t(s.page_size), kTokenValues);
   std::vector<uint8_t> pool = ref::quantize_pages(s.layout, s.page_size, rows);
-  for (size_t p = 1; p < size_t(s.num_pages); p += 2)
+  for (size_t p = 1; p < drawn; p += 2)
     for (size_t i = 0; i < size_t(s.page_size) * size_t(L.token_bytes()); ++i)
       pool[p * pb + i] = uint8_t(rng.next());
+  pool.resize(pages * pb);
+  for (size_t p = drawn; p < pages; ++p)
+    std::memcpy(pool.data() + p * pb, pool.data() + (p % drawn) * pb, pb);
   return pool;
 }
 
