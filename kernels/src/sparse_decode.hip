@@ -96,17 +96,42 @@ struct Raw {
   uint32_t sc;
 };
 
+// Which layouts a kernel instance reads: every one (chosen per cache at run time) or one only, so
+// that the common instances hold one reader's code (a smaller loop, in the instruction cache).
+enum class Lay : int { kAny, kV41, kV41Fp4 };
+
+// The layout of cache c in an instance for `A`.
+template <Lay A>
+__device__ __forceinline__ KvLayout layout_of(const Cache& c) {
+  return A == Lay::kV41 ? KvLayout::kV41 : A == Lay::kV41Fp4 ? KvLayout::kV41Fp4 : c.layout;
+}
+
+// The page of a slot and its row in it (32-bit division: check_cache keeps slots below 2^31).
+__device__ __forceinline__ PageRow locate(const Cache& c, int64_t slot) {
+  const uint32_t p = uint32_t(slot) / uint32_t(c.page_size);
+  return PageRow{int64_t(p), int64_t(uint32_t(slot) - p * uint32_t(c.page_size))};
+}
+
+// Byte offset of a slot's data row in the pool.
+__device__ __forceinline__ int64_t data_row(const PageLayout& L, const Cache& c, int64_t slot) {
+  const PageRow r = locate(c, slot);
+  return r.page * L.page_bytes(c.page_size) + r.row * L.data_bytes;
+}
+
 // v4's raw bf16 values [first, +16) of a slot (first >= 448).
 __device__ __forceinline__ const U4* v4_raw(const Cache& c, int64_t slot, int first) {
   const PageLayout L = page_layout(c.layout);
-  return reinterpret_cast<const U4*>(c.pool + L.data_row_offset(slot, c.page_size) +
-                                     L.quant_values + 2 * (first - L.quant_values));
+  return reinterpret_cast<const U4*>(c.pool + data_row(L, c, slot) + L.quant_values +
+                                     2 * (first - L.quant_values));
 }
 
+template <Lay A>
 __device__ __forceinline__ void load_raw(const Cache& c, int64_t slot, int part, Raw& r) {
-  const PageLayout L = page_layout(c.layout);
-  const uint8_t* data = c.pool + L.data_row_offset(slot, c.page_size);
-  const uint8_t* scale = c.pool + L.scale_row_offset(slot, c.page_size);
+  const PageLayout L = page_layout(layout_of<A>(c));
+  const PageRow pr = locate(c, slot);
+  const int64_t page = pr.page * L.page_bytes(c.page_size);
+  const uint8_t* data = c.pool + page + pr.row * L.data_bytes;
+  const uint8_t* scale = c.pool + page + L.scale_offset(c.page_size) + pr.row * L.scale_bytes;
   if (L.fp4) {
     r.v[0] = *reinterpret_cast<const U4*>(data + 16 * part);
     r.sc = scale[2 * part] | uint32_t(scale[2 * part + 1]) << 8;
@@ -130,9 +155,10 @@ __device__ __forceinline__ uint32_t word(const U4* v, int i) {
 
 // The 32 values of a Raw of slot `slot` of cache c as 16 words of bf16 pairs (value 2i in the low
 // half of w[i]).
+template <Lay A>
 __device__ __forceinline__ void decode_raw(const Cache& c, int64_t slot, int part, const Raw& r,
                                            uint32_t* w) {
-  const KvLayout layout = c.layout;
+  const KvLayout layout = layout_of<A>(c);
   const PageLayout L = page_layout(layout);
   if (L.fp4) {
     DSV4_UNROLL
@@ -204,6 +230,7 @@ __device__ __forceinline__ void load_indices(const Args& a, const Tiles& T, int6
 
 // Gather step 1: the slot of each piece of tile t from its index (-1: no key; an error column
 // adds one to `errors`, in the thread holding its first piece) and its bytes.
+template <Lay A>
 __device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t t, int tid,
                                           const int32_t* idx, int32_t* slot, Raw* raw,
                                           unsigned& errors) {
@@ -214,12 +241,13 @@ __device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t
     const int part = (tid + kThreads * i) % 16;
     slot[i] = idx[i] >= 0 && idx[i] < capacity ? idx[i] : -1;
     if (slot[i] < 0 && idx[i] != -1 && part == 0) ++errors;
-    if (slot[i] >= 0) load_raw(c, slot[i], part, raw[i]);
+    if (slot[i] >= 0) load_raw<A>(c, slot[i], part, raw[i]);
   }
 }
 
 // Gather step 2: the pieces decoded into a key buffer (zeros where there is no key) and the
 // tile's valid flags.
+template <Lay A>
 __device__ __forceinline__ void store_tile(const Args& a, const Tiles& T, int64_t t, int tid,
                                            const int32_t* slot, const Raw* raw, bf16* keys,
                                            int* valid) {
@@ -229,7 +257,7 @@ __device__ __forceinline__ void store_tile(const Args& a, const Tiles& T, int64_
     const int item = tid + kThreads * i, j = item / 16, part = item % 16;
     uint32_t w[16];
     if (slot[i] >= 0) {
-      decode_raw(c, slot[i], part, raw[i], w);
+      decode_raw<A>(c, slot[i], part, raw[i], w);
     } else {
       DSV4_UNROLL
       for (int e = 0; e < 16; ++e) w[e] = 0u;
@@ -272,7 +300,7 @@ __device__ __forceinline__ void sync_block() {
 #endif
 }
 
-template <int G>
+template <int G, Lay A>
 __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   constexpr int kWarps = kThreads / mma::kLanes;
   constexpr int kM = m_tiles(G);    // 16-head tiles per warp
@@ -337,13 +365,13 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   int32_t idx[kItems], slot[kItems];
   Raw raw[kItems];
   auto gather_next = [&](int t) {  // tile t + 1's bytes, tile t + 2's indices
-    load_tile(a, T, t + 1, fresh(tid), idx, slot, raw, errors);
+    load_tile<A>(a, T, t + 1, fresh(tid), idx, slot, raw, errors);
     if (t + 2 < tiles) load_indices(a, T, t + 2, b, tid, idx);
   };
   if (tiles > 0) {
     load_indices(a, T, 0, b, tid, idx);
     gather_next(-1);
-    store_tile(a, T, 0, tid, slot, raw, sk, svalid);
+    store_tile<A>(a, T, 0, tid, slot, raw, sk, svalid);
   }
   sync_block();
 
@@ -437,8 +465,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
     // The next tile into the other buffer (its last reader, the previous P V, is done).
     if (!kEarlyLoads && t + 1 < tiles) gather_next(t);
     if (t + 1 < tiles)
-      store_tile(a, T, t + 1, tid, slot, raw, sk + (buf ^ 1) * kTile * kLd,
-                 svalid + (buf ^ 1) * kTile);
+      store_tile<A>(a, T, t + 1, tid, slot, raw, sk + (buf ^ 1) * kTile * kLd,
+                    svalid + (buf ^ 1) * kTile);
     sync_block();
 
     // O = O * alpha + P V over this warp's values.
@@ -549,9 +577,10 @@ void check_cache(const char* name, const Cache& c) {
   if (!aligned16(c.pool)) bad(n + ".pool is not 16-byte aligned");
 }
 
-// One launch of the kernel for G head groups per block. On NVIDIA dynamic shared memory past 48 KB
-// is allowed first, once per device (a kernel's attributes belong to a device's context).
-template <int G>
+// One launch of the kernel for G head groups per block reading layouts A. On NVIDIA dynamic shared
+// memory past 48 KB is allowed first, once per device (a kernel's attributes belong to a device's
+// context).
+template <int G, Lay A>
 void run(const KArgs& k, hipStream_t st) {
   constexpr int bytes = Smem{G}.bytes();
 #if DSV4_GPU_CUDA
@@ -560,13 +589,29 @@ void run(const KArgs& k, hipStream_t st) {
   DSV4_GPU_CHECK(cudaGetDevice(&dev));
   const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
   if (bit == 0 || (allowed.load() & bit) == 0) {
-    DSV4_GPU_CHECK(
-        cudaFuncSetAttribute(decode_kernel<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    DSV4_GPU_CHECK(cudaFuncSetAttribute(decode_kernel<G, A>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     allowed.fetch_or(bit);
   }
 #endif
-  gpu::launch(decode_kernel<G>, dim3(unsigned(k.a.B), unsigned(k.a.H / (16 * G)), unsigned(k.S)),
+  gpu::launch(decode_kernel<G, A>, dim3(unsigned(k.a.B), unsigned(k.a.H / (16 * G)), unsigned(k.S)),
               dim3(kThreads), size_t(bytes), st, k);
+}
+
+// The instance for the caches' layouts: v41 alone or v41_fp4 alone (main, and extra when present,
+// in that layout), else the one that reads every layout.
+template <int G>
+void run_layouts(const KArgs& k, hipStream_t st) {
+  const Args& a = k.a;
+  auto only = [&](KvLayout l) {
+    return a.main.layout == l && (!a.extra.pool || a.extra.layout == l);
+  };
+  if (only(KvLayout::kV41))
+    run<G, Lay::kV41>(k, st);
+  else if (only(KvLayout::kV41Fp4))
+    run<G, Lay::kV41Fp4>(k, st);
+  else
+    run<G, Lay::kAny>(k, st);
 }
 
 void launch(const Args& a, int64_t S, bf16* out, float* lse, float* o, gpu::Stream s) {
@@ -592,9 +637,9 @@ void launch(const Args& a, int64_t S, bf16* out, float* lse, float* o, gpu::Stre
   if (k.C == 0) k.C = 1;
   const hipStream_t st = static_cast<hipStream_t>(s);
   if (kMaxGroups >= 4 && a.H % 64 == 0)
-    run<kMaxGroups >= 4 ? 4 : 1>(k, st);
+    run_layouts<kMaxGroups >= 4 ? 4 : 1>(k, st);
   else
-    run<1>(k, st);
+    run_layouts<1>(k, st);
 }
 
 }  // namespace

@@ -75,31 +75,63 @@ DSV4_HD uint8_t v41_encode(uint16_t h, const V41Tile& t) {
 // is inf.
 DSV4_HD uint32_t v41_decode_bits(uint8_t c, uint8_t sc) { return mxfp8::decode_bits(c, sc); }
 
+// Two bf16 values as one word (value 2j in the low half).
+struct Bf16Pair2 {
+  uint32_t lo, hi;  // values 0, 1 and 2, 3
+};
+
+// Four codes under one scale, each v41_decode_bits rounded once to bf16 (out of line: the NaN
+// codes and the scale bytes the short path leaves out).
+DSV4_FMT_NOINLINE DSV4_HD Bf16Pair2 v41_decode4_bf16_exact(uint32_t codes, uint8_t sc) {
+  uint32_t h[4];
+  DSV4_FMT_UNROLL
+  for (int k = 0; k < 4; ++k)
+    h[k] = f32_to_bf16(f32_from_bits(v41_decode_bits(uint8_t(codes >> (8 * k)), sc))).bits;
+  return Bf16Pair2{h[0] | h[1] << 16, h[2] | h[3] << 16};
+}
+
+// x + y for two pairs of bf16 (bit patterns) whose sums are exact bf16 values: one bf16x2 fma on
+// NVIDIA, fp32 adds elsewhere (exact: the sum is a bf16, its fp32 bits end in 16 zeros).
+DSV4_HD uint32_t bf16x2_add_exact(uint32_t x, uint32_t y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(0x3f803f80u), "r"(y));
+  return r;
+#else
+  const uint32_t lo = f32_bits(f32_from_bits(x << 16) + f32_from_bits(y << 16)) >> 16;
+  const uint32_t hi = f32_bits(f32_from_bits(x & 0xffff0000u) + f32_from_bits(y & 0xffff0000u));
+  return lo | (hi & 0xffff0000u);
+#endif
+}
+
 // Four codes under one scale (byte k is code k) as bf16 pairs: out[j] holds codes 2j (low half)
 // and 2j+1, each v41_decode_bits rounded once to bf16. Short path for scale bytes 10..246 and
-// codes other than the NaN 0x7f / 0xff, branch-free: a normal code moves its exponent and
-// fraction into fp32's fields (plus sc - 7 in the exponent); a subnormal one, m * 2^-9 (m < 8),
-// is m (the fp32 0x4b000000 | m minus 2^23, exact) times 2^(sc - 136), an fp32 normal for sc >=
-// 10. Either value has at most 4 significant bits, so its bf16 is its top half.
+// codes other than the NaN 0x7f / 0xff, two values per word, branch-free: a normal code's
+// exponent and fraction move into bf16's fields, plus sc - 7 in the exponent (exact: 4
+// significant bits). A subnormal code f * 2^-9 (f < 8) is built the same way with the exponent
+// of the code of exponent 1, 2^(sc - 133) (1 + f / 8), from which 2^(sc - 133) is subtracted in
+// bf16 (exact, Sterbenz; zero for f = 0): f * 2^(sc - 136), a bf16 normal for sc >= 10. The sign
+// is put back last, so 0x80 gives -0.
 DSV4_HD void v41_decode4_bf16(uint32_t codes, uint8_t sc, uint32_t* out) {
   const bool nan = (((codes & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0;
-  uint32_t h[4];
-  if (sc >= 10 && sc <= 246 && !nan) {
-    const float sub_scale = f32_from_bits(uint32_t(sc - 9) << 23);  // 2^(sc - 136)
-    DSV4_FMT_UNROLL
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t c = (codes >> (8 * k)) & 0xffu, mag = c & 0x7fu;
-      const float sub = (f32_from_bits(0x4b000000u | mag) - 8388608.0f) * sub_scale;
-      const uint32_t bits = mag >= 8u ? (mag << 20) + (uint32_t(sc - 7) << 23) : f32_bits(sub);
-      h[k] = (bits >> 16) | ((c & 0x80u) << 8);
-    }
-  } else {
-    DSV4_FMT_UNROLL
-    for (int k = 0; k < 4; ++k)
-      h[k] = f32_to_bf16(f32_from_bits(v41_decode_bits(uint8_t(codes >> (8 * k)), sc))).bits;
+  if (sc < 10 || sc > 246 || nan) {
+    const Bf16Pair2 p = v41_decode4_bf16_exact(codes, sc);
+    out[0] = p.lo, out[1] = p.hi;
+    return;
   }
-  out[0] = h[0] | h[1] << 16;
-  out[1] = h[2] | h[3] << 16;
+  const uint32_t bias = (uint32_t(sc - 7) << 7) * 0x00010001u;
+  DSV4_FMT_UNROLL
+  for (int j = 0; j < 2; ++j) {
+    const uint32_t c2 = (codes >> (16 * j)) & 0xffffu;                // codes 2j and 2j+1
+    const uint32_t x = ((c2 & 0xffu) << 8) | ((c2 & 0xff00u) << 16);  // at bits 8..15 of a half
+    const uint32_t mag = (x >> 4) & 0x07f007f0u;  // exponent and fraction at bf16's places
+    // 0x80 in each half whose code has exponent 0 (the carry of 0x780 + exponent bits is 0).
+    const uint32_t sub = ((((mag & 0x07800780u) + 0x07800780u) & 0x08000800u) ^ 0x08000800u) >> 4;
+    const uint32_t v = mag + bias + sub;  // below 0x8000 in each half
+    // -2^(sc - 133) in those halves (0x80 (sc - 6) and the sign bit), +0 in the others.
+    const uint32_t minus = sub * uint32_t(sc - 6) | ((sub << 8) & 0x80008000u);
+    out[j] = (x & 0x80008000u) | bf16x2_add_exact(v, minus);
+  }
 }
 
 // ---- v41_fp4: 16 e2m1 values per e4m3fn scale (SGLang's quantize_k_cache_v41_fp4) -------------
