@@ -11,7 +11,6 @@
 // the sums that normalise stay fp32. Output through a shared-memory staging tile.
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -246,15 +245,15 @@ __device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t
   }
 }
 
-// Gather step 2: pieces [first, +count) decoded into a key buffer (zeros where there is no key)
-// and the tile's valid flags.
+// Gather step 2: the pieces decoded into a key buffer (zeros where there is no key) and the
+// tile's valid flags.
 template <Lay A>
 __device__ __forceinline__ void store_tile(const Args& a, const Tiles& T, int64_t t, int tid,
                                            const int32_t* slot, const Raw* raw, bf16* keys,
-                                           int* valid, int first = 0, int count = kItems) {
+                                           int* valid) {
   const Cache& c = T.seg(t) == 0 ? a.main : a.extra;
   DSV4_UNROLL
-  for (int i = first; i < first + count; ++i) {
+  for (int i = 0; i < kItems; ++i) {
     const int item = tid + kThreads * i, j = item / 16, part = item % 16;
     uint32_t w[16];
     if (slot[i] >= 0) {
@@ -301,10 +300,7 @@ __device__ __forceinline__ void sync_block() {
 #endif
 }
 
-// Overlap: the next tile is decoded among this tile's P V products (a piece per 16 keys of the
-// product, its instructions free to interleave with the matrix ones), at the cost of a third
-// barrier per tile; else during the softmax. NVIDIA only (selected by DSV4_SPARSE_DECODE_OVERLAP).
-template <int G, Lay A, bool Overlap>
+template <int G, Lay A>
 __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   constexpr int kWarps = kThreads / mma::kLanes;
   constexpr int kM = m_tiles(G);    // 16-head tiles per warp
@@ -468,10 +464,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
     }
     // The next tile into the other buffer (its last reader, the previous P V, is done).
     if (!kEarlyLoads && t + 1 < tiles) gather_next(t);
-    bf16* next_keys = sk + (buf ^ 1) * kTile * kLd;
-    int* next_valid = svalid + (buf ^ 1) * kTile;
-    if (!Overlap && t + 1 < tiles)
-      store_tile<A>(a, T, t + 1, tid, slot, raw, next_keys, next_valid);
+    if (t + 1 < tiles)
+      store_tile<A>(a, T, t + 1, tid, slot, raw, sk + (buf ^ 1) * kTile * kLd,
+                    svalid + (buf ^ 1) * kTile);
     sync_block();
 
     // O = O * alpha + P V over this warp's values.
@@ -484,11 +479,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
         for (int n = 0; n < kNt; ++n) o[mi][n].v[i] *= alpha;
       }
     }
-    static_assert(!Overlap || kItems == kTile / 16);
     DSV4_UNROLL
     for (int kk = 0; kk < kTile / 16; ++kk) {
-      if (Overlap && t + 1 < tiles)
-        store_tile<A>(a, T, t + 1, tid, slot, raw, next_keys, next_valid, kk, 1);
       mma::FragA pa[kM];
       DSV4_UNROLL
       for (int mi = 0; mi < kM; ++mi)
@@ -500,7 +492,6 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
         for (int mi = 0; mi < kM; ++mi) mma::mma(o[mi][n], pa[mi], vb, lane);
       }
     }
-    if (Overlap) sync_block();  // the next tile's keys are in place before its scores
   }
 
   if (errors && blockIdx.y == 0)
@@ -589,7 +580,7 @@ void check_cache(const char* name, const Cache& c) {
 // One launch of the kernel for G head groups per block reading layouts A. On NVIDIA dynamic shared
 // memory past 48 KB is allowed first, once per device (a kernel's attributes belong to a device's
 // context).
-template <int G, Lay A, bool O>
+template <int G, Lay A>
 void run(const KArgs& k, hipStream_t st) {
   constexpr int bytes = Smem{G}.bytes();
 #if DSV4_GPU_CUDA
@@ -598,35 +589,13 @@ void run(const KArgs& k, hipStream_t st) {
   DSV4_GPU_CHECK(cudaGetDevice(&dev));
   const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
   if (bit == 0 || (allowed.load() & bit) == 0) {
-    DSV4_GPU_CHECK(cudaFuncSetAttribute(decode_kernel<G, A, O>,
+    DSV4_GPU_CHECK(cudaFuncSetAttribute(decode_kernel<G, A>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     allowed.fetch_or(bit);
   }
 #endif
-  gpu::launch(decode_kernel<G, A, O>,
-              dim3(unsigned(k.a.B), unsigned(k.a.H / (16 * G)), unsigned(k.S)), dim3(kThreads),
-              size_t(bytes), st, k);
-}
-
-// Whether the overlapped instances run: DSV4_SPARSE_DECODE_OVERLAP=1 (NVIDIA builds; read once).
-bool overlap() {
-#if DSV4_GPU_CUDA
-  static const bool on = [] {
-    const char* e = std::getenv("DSV4_SPARSE_DECODE_OVERLAP");
-    return e != nullptr && std::string(e) == "1";
-  }();
-  return on;
-#else
-  return false;
-#endif
-}
-
-template <int G, Lay A>
-void run_overlap(const KArgs& k, hipStream_t st) {
-#if DSV4_GPU_CUDA
-  if (overlap()) return run<G, A, true>(k, st);
-#endif
-  run<G, A, false>(k, st);
+  gpu::launch(decode_kernel<G, A>, dim3(unsigned(k.a.B), unsigned(k.a.H / (16 * G)), unsigned(k.S)),
+              dim3(kThreads), size_t(bytes), st, k);
 }
 
 // The instance for the caches' layouts: v41 alone or v41_fp4 alone (main, and extra when present,
@@ -638,11 +607,11 @@ void run_layouts(const KArgs& k, hipStream_t st) {
     return a.main.layout == l && (!a.extra.pool || a.extra.layout == l);
   };
   if (only(KvLayout::kV41))
-    run_overlap<G, Lay::kV41>(k, st);
+    run<G, Lay::kV41>(k, st);
   else if (only(KvLayout::kV41Fp4))
-    run_overlap<G, Lay::kV41Fp4>(k, st);
+    run<G, Lay::kV41Fp4>(k, st);
   else
-    run_overlap<G, Lay::kAny>(k, st);
+    run<G, Lay::kAny>(k, st);
 }
 
 void launch(const Args& a, int64_t S, bf16* out, float* lse, float* o, gpu::Stream s) {
