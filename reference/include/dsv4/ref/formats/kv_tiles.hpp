@@ -75,19 +75,22 @@ DSV4_HD uint8_t v41_encode(uint16_t h, const V41Tile& t) {
 // is inf.
 DSV4_HD uint32_t v41_decode_bits(uint8_t c, uint8_t sc) { return mxfp8::decode_bits(c, sc); }
 
-// Two bf16 values as one word (value 2j in the low half).
-struct Bf16Pair2 {
-  uint32_t lo, hi;  // values 0, 1 and 2, 3
-};
+// Out of line where a nested out-of-line call needs no stack (NVIDIA, host); inline on AMD.
+#if defined(__HIP_DEVICE_COMPILE__)
+#define DSV4_KV_OUTLINE
+#else
+#define DSV4_KV_OUTLINE DSV4_FMT_NOINLINE
+#endif
 
 // Four codes under one scale, each v41_decode_bits rounded once to bf16 (out of line: the NaN
-// codes and the scale bytes the short path leaves out).
-DSV4_FMT_NOINLINE DSV4_HD Bf16Pair2 v41_decode4_bf16_exact(uint32_t codes, uint8_t sc) {
+// codes and the scale bytes the short path leaves out): values 2j and 2j+1 in word j (low half
+// first), word j in bits [32 j, +32) of the result (a scalar, returned in registers).
+DSV4_KV_OUTLINE DSV4_HD uint64_t v41_decode4_bf16_exact(uint32_t codes, uint8_t sc) {
   uint32_t h[4];
   DSV4_FMT_UNROLL
   for (int k = 0; k < 4; ++k)
     h[k] = f32_to_bf16(f32_from_bits(v41_decode_bits(uint8_t(codes >> (8 * k)), sc))).bits;
-  return Bf16Pair2{h[0] | h[1] << 16, h[2] | h[3] << 16};
+  return uint64_t(h[0] | h[1] << 16) | uint64_t(h[2] | h[3] << 16) << 32;
 }
 
 // x + y for two pairs of bf16 (bit patterns) whose sums are exact bf16 values: one bf16x2 fma on
@@ -115,8 +118,8 @@ DSV4_HD uint32_t bf16x2_add_exact(uint32_t x, uint32_t y) {
 DSV4_HD void v41_decode4_bf16(uint32_t codes, uint8_t sc, uint32_t* out) {
   const bool nan = (((codes & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0;
   if (sc < 10 || sc > 246 || nan) {
-    const Bf16Pair2 p = v41_decode4_bf16_exact(codes, sc);
-    out[0] = p.lo, out[1] = p.hi;
+    const uint64_t p = v41_decode4_bf16_exact(codes, sc);
+    out[0] = uint32_t(p), out[1] = uint32_t(p >> 32);
     return;
   }
   const uint32_t bias = (uint32_t(sc - 7) << 7) * 0x00010001u;
