@@ -8,7 +8,8 @@
 // heads' q by the tile's keys over its Dw values (bf16 x bf16 -> fp32 tiles), the Dp partial
 // scores of a head are added in shared memory in a fixed order, the online softmax (base 2, fp32)
 // runs on them, P is rounded to bf16 for the output product P V with V the same rows (MLA), and
-// the sums that normalise stay fp32. Output through a shared-memory staging tile.
+// the sums that normalise stay fp32. Output through a shared-memory staging tile. One instance per
+// layout set (v41 alone, v41_fp4 alone, any), so a common launch runs one reader's code.
 #include <atomic>
 #include <cstdint>
 #include <stdexcept>
