@@ -106,9 +106,10 @@ std::vector<SweepParam> axis_params() {
           v.push_back({CompactOp::kQuantize, l, 64, T, V, 0, Launch::kEager, 1});
       v.push_back({CompactOp::kQuantize, l, 7, 1000, 0, 576, Launch::kEager, 1});
       v.push_back({CompactOp::kQuantize, l, 2, 999, 0, 0, Launch::kGraph, 1});
-      // The rows kernels (variants 2 and 3: 2 and 4 rows per lane group): row counts that are
-      // not a multiple of the rows, pages of 1, 7 and 64, a stride, a graph.
-      for (int var : {2, 3}) {
+      // The batch kernels (variants 2, 3, 4: batches of 4, 1, 2 rows, 3 and 4 striding over
+      // the rows): row counts that are not a multiple of the batch, pages of 1, 7 and 64, a
+      // stride, a graph.
+      for (int var : {2, 3, 4}) {
         for (int64_t T : {int64_t(1), int64_t(3), int64_t(777), int64_t(65536)})
           v.push_back({CompactOp::kQuantize, l, 64, T, 16, 0, Launch::kEager, var});
         v.push_back({CompactOp::kQuantize, l, 1, 301, 0, 0, Launch::kEager, var});
