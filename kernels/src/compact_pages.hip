@@ -688,12 +688,17 @@ int64_t resident_fp4_rows_blocks() {
   return n;
 }
 
+// kLoop: at most the resident blocks, as many as spread the batches evenly over them (each block
+// strides the same number of times, but the last ones).
 template <int kRows, bool kLoop>
 void launch_fp4_rows(const QuantizeArgs& a, hipStream_t s) {
   dim3 grid = grid_for((a.n_rows + kRows - 1) / kRows, 32);
-  if constexpr (kLoop)
-    if (const int64_t n = resident_fp4_rows_blocks<kRows>(); n > 0 && n < grid.x)
-      grid.x = unsigned(n);
+  if constexpr (kLoop) {
+    if (const int64_t n = resident_fp4_rows_blocks<kRows>(); n > 0 && n < grid.x) {
+      const int64_t strides = (grid.x + n - 1) / n;
+      grid.x = unsigned((grid.x + strides - 1) / strides);
+    }
+  }
   gpu::launch(quantize_fp4_rows_kernel<kRows, kLoop>, grid, dim3(kThreads), 0, s, a);
 }
 
