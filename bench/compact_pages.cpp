@@ -42,9 +42,7 @@ struct Result {
   bool targeted;
 };
 
-const char* const kQuantizeVariantNames[kc::kQuantVariants] = {
-    "", " var1 (integer encoder)", " var2 (batch of 4 rows)", " var3 (1-row batches, striding)",
-    " var4 (2-row batches, striding)"};
+const char* const kQuantizeVariantNames[kc::kQuantVariants] = {"", " var1 (integer encoder)"};
 const char* const kDequantVariantNames[kc::kDequantVariants] = {"", " var1 (8 values per lane)"};
 
 std::string key_of(Op op, KvLayout l) {
@@ -164,10 +162,8 @@ int main(int argc, char** argv) {
     for (int V : {8, 16, 32, 64})  // the other values-per-lane choices
       if (kc::values_per_lane_supported(l, V) && V != kc::default_values_per_lane(l))
         add(run(Op::kQuantize, l, kTokens, V, stream));
-    if (l == KvLayout::kV41Fp4) {  // the other encoder, the batch kernels
+    if (l == KvLayout::kV41Fp4)  // the other encoder
       for (int V : {16, 32}) add(run(Op::kQuantize, l, kTokens, V, stream, {1}));
-      add(run(Op::kQuantize, l, kTokens, 16, stream, {2, 3, 4}));
-    }
     add(run(Op::kDequantizeBf16, l, kTokens, 0, stream));
     add(run(Op::kDequantizeF32, l, kTokens, 0, stream, {0, 1}));
   }

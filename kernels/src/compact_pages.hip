@@ -2,7 +2,6 @@
 // slots -> bf16 / fp32 rows (dequantise), through the shared tile codecs of
 // dsv4/ref/formats/kv_tiles.hpp, so kernel and reference round the same way.
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -372,93 +371,6 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantizeArgs a) {
   if (lane % kL == 0) store_bytes<kTiles>(scales + tile0, &sc_word);
 }
 
-// v41_fp4 quantise in batches of kRows consecutive rows per 32-lane group (variants 2, 3, 4): lane
-// l takes tile l (16 values) of each row of the batch, with the default encoder. A batch's row
-// loads (streaming: each row is read once) and its one slots load (lane r loads slot r) are issued
-// together; lane r turns slot r into its data offset and row in the page once, and the lanes take
-// them by shuffles. Per row the group stores the 256 data bytes (8 per lane) and the 32 scale
-// bytes (1 per lane), each as one contiguous store instruction. kLoop: the groups stride over the
-// rows (a grid of resident blocks), loading the next batch before encoding the current one, so
-// that every group has loads in flight while it encodes; otherwise one batch per group. A row
-// beyond n_rows is neither read nor written.
-template <int kRows>
-struct Fp4Batch {
-  uint32_t w[kRows][8];
-  int64_t slot;  // of row t0 + lane (lanes below kRows), -1 past n_rows
-};
-
-template <int kRows>
-__device__ __forceinline__ void load_fp4_batch(const QuantizeArgs& a, int64_t t0, int lane,
-                                               Fp4Batch<kRows>& b) {
-  b.slot = lane < kRows && t0 + lane < a.n_rows ? a.slots[t0 + lane] : -1;
-  DSV4_FMT_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    if (t0 + r < a.n_rows) {
-      const Pack16* p = a.src + (t0 + r) * a.src_stride + 2 * lane;
-      gpu::load16_streaming(p, b.w[r]);
-      gpu::load16_streaming(p + 1, b.w[r] + 4);
-    } else {
-      DSV4_FMT_UNROLL
-      for (int j = 0; j < 8; ++j) b.w[r][j] = 0;
-    }
-  }
-}
-
-template <int kRows>
-__device__ __forceinline__ void store_fp4_batch(const QuantizeArgs& a, int lane,
-                                                const Fp4Batch<kRows>& b) {
-  constexpr PageLayout P = page_layout(KvLayout::kV41Fp4);
-  int64_t data_off = -1;  // of the lane's own row's data in the pool; -1: nothing written
-  int row_in_page = 0;
-  if (b.slot >= 0) {
-    if (uint64_t(b.slot) < a.g.total_slots) {
-      int64_t page_base, row;
-      page_and_row(uint64_t(b.slot), a.g, &page_base, &row);
-      data_off = page_base + row * P.data_bytes;
-      row_in_page = int(row);
-    } else {
-      count_error(a.errors);
-    }
-  }
-  DSV4_FMT_UNROLL
-  for (int r = 0; r < kRows; ++r) {
-    const int64_t d = __shfl(data_off, r, 32);
-    const int row = __shfl(row_in_page, r, 32);
-    const uint32_t mx = fp4_words_max<0, 8>(b.w[r]);
-    const uint8_t sc = kv::fp4_scale(minifloat::Bf16Amax{mx, mx > kv::kInfBits});
-    uint32_t q[2];
-    fp4_encode<0, 2>(b.w[r], sc, q);
-    if (d < 0) continue;
-    store_bytes<8>(a.pool + d + 8 * lane, q);
-    // The scale row: page base + scale_offset + row * scale_bytes.
-    a.pool[d - int64_t(row) * (P.data_bytes - P.scale_bytes) + a.g.scale_offset + lane] = sc;
-  }
-}
-
-template <int kRows, bool kLoop>
-__global__ void __launch_bounds__(kThreads) quantize_fp4_rows_kernel(QuantizeArgs a) {
-  constexpr PageLayout P = page_layout(KvLayout::kV41Fp4);
-  static_assert(P.tile_values * 32 == kTokenValues && P.scale_bytes == 32,
-                "one tile per lane of a 32-lane group");
-  static_assert(kRows <= 32, "lane r loads slot r");
-  const int lane = int(threadIdx.x % 32);
-  const int64_t step = int64_t(gridDim.x) * (kThreads / 32) * kRows;
-  int64_t t0 = (int64_t(blockIdx.x) * kThreads + threadIdx.x) / 32 * kRows;
-  Fp4Batch<kRows> cur;
-  load_fp4_batch(a, t0, lane, cur);
-  if constexpr (!kLoop) {
-    store_fp4_batch(a, lane, cur);
-  } else {
-    while (t0 < a.n_rows) {  // the same t0 in every lane of the group
-      Fp4Batch<kRows> next;
-      load_fp4_batch(a, t0 + step, lane, next);
-      store_fp4_batch(a, lane, cur);
-      cur = next;
-      t0 += step;
-    }
-  }
-}
-
 struct DequantizeArgs {
   const uint8_t* pool;
   Geometry g;
@@ -666,50 +578,9 @@ dim3 grid_for(int64_t n_rows, int lanes_per_row) {
   return dim3(gpu::ceil_div(size_t(n_rows) * size_t(lanes_per_row), kThreads));
 }
 
-// Blocks of quantize_fp4_rows_kernel<kRows, true> the current device holds at once (a grid of
-// them strides over the rows), computed once per device index; 0 when unknown.
-template <int kRows>
-int64_t resident_fp4_rows_blocks() {
-  static std::atomic<int> cache[64] = {};
-  int dev = 0;
-  if (hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= 64) return 0;
-  if (const int n = cache[dev].load(std::memory_order_relaxed); n > 0) return n;
-  int per_unit = 0;
-  hipDeviceProp_t prop{};
-  if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_unit, quantize_fp4_rows_kernel<kRows, true>,
-                                                   kThreads, 0) != hipSuccess ||
-      hipGetDeviceProperties(&prop, dev) != hipSuccess || per_unit < 1 ||
-      prop.multiProcessorCount < 1) {
-    (void)hipGetLastError();  // not left for the next launch's check
-    return 0;
-  }
-  const int n = per_unit * prop.multiProcessorCount;
-  cache[dev].store(n, std::memory_order_relaxed);
-  return n;
-}
-
-// kLoop: at most the resident blocks, as many as spread the batches evenly over them (each block
-// strides the same number of times, but the last ones).
-template <int kRows, bool kLoop>
-void launch_fp4_rows(const QuantizeArgs& a, hipStream_t s) {
-  dim3 grid = grid_for((a.n_rows + kRows - 1) / kRows, 32);
-  if constexpr (kLoop) {
-    if (const int64_t n = resident_fp4_rows_blocks<kRows>(); n > 0 && n < grid.x) {
-      const int64_t strides = (grid.x + n - 1) / n;
-      grid.x = unsigned((grid.x + strides - 1) / strides);
-    }
-  }
-  gpu::launch(quantize_fp4_rows_kernel<kRows, kLoop>, grid, dim3(kThreads), 0, s, a);
-}
-
 template <int kLayout, int kV>
 void launch_quantize(int variant, const QuantizeArgs& a, hipStream_t s) {
   const dim3 grid = grid_for(a.n_rows, kTokenValues / kV);
-  if constexpr (kLayout == int(KvLayout::kV41Fp4) && kV == 16) {
-    if (variant == 2) return launch_fp4_rows<4, false>(a, s);
-    if (variant == 3) return launch_fp4_rows<1, true>(a, s);
-    if (variant == 4) return launch_fp4_rows<2, true>(a, s);
-  }
   if constexpr (kLayout == int(KvLayout::kV41Fp4))
     if (variant == 1)
       return gpu::launch(quantize_kernel<kLayout, kV, 1>, grid, dim3(kThreads), 0, s, a);
@@ -793,20 +664,8 @@ void quantize(KvLayout l, int64_t page_size, const bf16* src, int64_t src_stride
   if (opt.variant < 0 || opt.variant >= kQuantVariants)
     bad(fn, "variant=" + std::to_string(opt.variant) + " is not in [0, " +
                 std::to_string(kQuantVariants) + ")");
-  if (opt.variant >= 2 && l != KvLayout::kV41Fp4)
-    bad(fn, "variant=" + std::to_string(opt.variant) + " is for v41_fp4 only, not " +
-                kv_layout_name(l));
-  if (opt.variant >= 2 && opt.values_per_lane != 0 && opt.values_per_lane != 16)
-    bad(fn, "values_per_lane=" + std::to_string(opt.values_per_lane) + " is not 0 or 16 (variant " +
-                std::to_string(opt.variant) + ")");
-  static_assert(kFp4DefaultVariant == 0 ||
-                (kFp4DefaultVariant >= 2 && kFp4DefaultVariant < kQuantVariants));
-  const bool v16 = opt.values_per_lane == 0 || opt.values_per_lane == 16;
-  const int variant =
-      opt.variant == 0 && l == KvLayout::kV41Fp4 && v16 ? kFp4DefaultVariant : opt.variant;
-  const int v = variant >= 2          ? 16  // the rows kernels' lane: one tile
-                : opt.values_per_lane ? opt.values_per_lane
-                                      : default_values_per_lane(l);
+  const int variant = opt.variant;
+  const int v = opt.values_per_lane ? opt.values_per_lane : default_values_per_lane(l);
   const Geometry g = check_pool(fn, l, page_size, num_pages, n_rows);
   src_stride = check_stride(fn, "src_stride", src_stride);
   if (n_rows == 0) return;

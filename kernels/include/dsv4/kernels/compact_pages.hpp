@@ -20,17 +20,10 @@ using dsv4::KvLayout;
 // width-limited shuffles inside one wave (2, 4 or 8 lanes per tile); at or above it a lane takes
 // whole tiles (at most 4). 0 picks the layout's default (default_values_per_lane). Every choice
 // gives the same bytes.
-// variant, the v41_fp4 kernel (the other layouts have one; variants 0 and 1 take it, the others
-// are rejected): 0 the default, one row per lane group with packed bf16 comparisons counted on
-// NVIDIA (integer subtractions elsewhere), except that at 16 values per lane it runs variant
-// kFp4DefaultVariant's kernel; 1 integer subtractions everywhere. 2, 3, 4: the default encoder at
-// 16 values per lane (values_per_lane 0 or 16) in batches of rows per 32-lane group, each batch's
-// loads issued together: 2, one batch of 4 rows per group; 3 and 4, batches of 1 and 2 rows with
-// the groups (a grid of resident blocks) striding over the rows, each loading its next batch
-// before encoding the current one. Every variant gives the same bytes.
-inline constexpr int kQuantVariants = 5;
-// The kernel v41_fp4's default takes at 16 values per lane: 0 (one row per lane group), 2, 3 or 4.
-inline constexpr int kFp4DefaultVariant = 0;
+// variant, the v41_fp4 encoder (the other layouts have one, which both variants take): 0 the
+// default, packed bf16 comparisons counted on NVIDIA (integer subtractions elsewhere); 1 integer
+// subtractions everywhere (AMD's encoder, run on NVIDIA too). Both give the same bytes.
+inline constexpr int kQuantVariants = 2;
 struct Options {
   int values_per_lane = 0;
   int variant = 0;

@@ -342,23 +342,6 @@ inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
 
 constexpr unsigned ceil_div(size_t a, size_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 
-// Loads 16 bytes at a 16-byte aligned p into w[0..4) with a streaming hint (read once by this
-// kernel): ld.global.cs on NVIDIA (evict-first), a nontemporal load on AMD, a plain load in the
-// host-only build.
-__device__ __forceinline__ void load16_streaming(const void* p, uint32_t* w) {
-#if DSV4_GPU_CUDA
-  const uint4 v = __ldcs(static_cast<const uint4*>(p));
-  w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-#elif DSV4_GPU_HIP
-  typedef uint32_t u32x4 __attribute__((ext_vector_type(4)));
-  const u32x4 v = __builtin_nontemporal_load(static_cast<const u32x4*>(p));
-  w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
-#else
-  const uint32_t* q = static_cast<const uint32_t*>(p);
-  w[0] = q[0], w[1] = q[1], w[2] = q[2], w[3] = q[3];
-#endif
-}
-
 // Stores 16 bytes (words x, y, z, w) at a 16-byte aligned p with a streaming hint (written once,
 // not read again by this kernel): st.global.cs on NVIDIA (evict-first in L1 and L2), a
 // nontemporal store on AMD, a plain store in the host-only build.
