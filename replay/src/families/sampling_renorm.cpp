@@ -92,6 +92,7 @@ std::string SamplingRenormShape::str() const {
   os << "B=" << B << " V=" << V << (top_p ? " top-p " : " top-k ") << kind_name(rows);
   if (variant == kern::Variant::kFused) os << " fused";
   if (variant == kern::Variant::kMultiLaunch) os << " multi-launch";
+  if (in_place) os << " in-place";
   return os.str();
 }
 
@@ -101,6 +102,7 @@ SamplingRenormCase::SamplingRenormCase(const fx::Tensors& in) {
   shape_.B = int64_t(probs.shape[0]);
   shape_.V = int64_t(probs.shape[1]);
   shape_.top_p = in.count("p") != 0;
+  shape_.in_place = in.count("out") != 0;
   const st::Tensor& param = input(in, shape_.top_p ? "p" : "k");
   if (param.numel() != uint64_t(shape_.B))
     param.throw_shape(shape_.top_p ? "in.p" : "in.k", "[" + std::to_string(shape_.B) + "]");
@@ -118,6 +120,7 @@ fx::Tensors SamplingRenormCase::draw(fx::Rng& rng) const {
   }
   fx::Tensors in;
   in["probs"] = st::Tensor::of<float>({B, V}, probs);
+  if (shape_.in_place) in["out"] = in["probs"];
   if (shape_.top_p) {
     std::vector<float> p(B);
     for (auto& x : p) {
@@ -141,7 +144,10 @@ fx::Tensors SamplingRenormCase::draw(fx::Rng& rng) const {
 }
 
 std::vector<fx::OutputSpec> SamplingRenormCase::outputs(const fx::Tensors& in) const {
-  return {{.name = "out", .dtype = st::DType::F32, .shape = input(in, "probs").shape}};
+  return {{.name = "out",
+           .dtype = st::DType::F32,
+           .shape = input(in, "probs").shape,
+           .init = shape_.in_place ? fx::Init::kFromInput : fx::Init::kPoison}};
 }
 
 fx::Tensors SamplingRenormCase::reference(const fx::Tensors& in) const {
@@ -165,12 +171,12 @@ void SamplingRenormCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const
   const bool has_ws = d.has("workspace");
   uint8_t* ws = has_ws ? d.ptr<uint8_t>("workspace") : nullptr;
   const size_t bytes = has_ws ? kern::workspace_bytes(shape_.B, shape_.V) : 0;
+  float* out = d.ptr<float>("out");
+  const float* probs = shape_.in_place ? out : d.ptr<float>("probs");
   if (shape_.top_p)
-    kern::top_p(d.ptr<float>("probs"), shape_.B, shape_.V, d.ptr<float>("p"), d.ptr<float>("out"),
-                ws, bytes, s, shape_.variant);
+    kern::top_p(probs, shape_.B, shape_.V, d.ptr<float>("p"), out, ws, bytes, s, shape_.variant);
   else
-    kern::top_k(d.ptr<float>("probs"), shape_.B, shape_.V, d.ptr<int32_t>("k"), d.ptr<float>("out"),
-                ws, bytes, s, shape_.variant);
+    kern::top_k(probs, shape_.B, shape_.V, d.ptr<int32_t>("k"), out, ws, bytes, s, shape_.variant);
 }
 
 }  // namespace dsv4::cases

@@ -3,7 +3,8 @@
 #pragma once
 
 // Case layout: in.probs F32 [B, V] and either in.k I32 [B] (top-k) or in.p F32 [B] (top-p).
-// Output: out F32 [B, V], poisoned before each launch, compared bit for bit with the reference in
+// Output: out F32 [B, V], poisoned before each launch (in place: in.out, a copy of in.probs, is
+// both the kernel's input and its output), compared bit for bit with the reference in
 // the kernel's arithmetic (ref::sampling_renorm::Arith::kKernel); the tests also hold it to the
 // fp64 specification within rtol 1e-5. Scratch: workspace U8 [workspace_bytes(B, V)] when
 // several blocks share a row.
@@ -26,7 +27,8 @@ struct SamplingRenormShape {
   bool top_p = false;
   RowKind rows = RowKind::kMixed;  // kMixed: each row a kind of its own
   kernels::sampling_renorm::Variant variant = kernels::sampling_renorm::Variant::kAuto;
-  std::string str() const;  // "B=3 V=1025 top-p mixed", then " fused" or " multi-launch"
+  bool in_place = false;    // out == probs: the kernel reads each entry before writing it
+  std::string str() const;  // "B=3 V=1025 top-p mixed", then " fused"/" multi-launch", " in-place"
 };
 
 class SamplingRenormCase : public ShapedCase<SamplingRenormShape> {
