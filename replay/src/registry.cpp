@@ -61,6 +61,7 @@ Family kernel_case_family(std::string name, std::string summary,
     if (auto g = dev.guards_intact(); !g) run.failures.push_back(g.message());
     return run;
   };
+  f.golden_bitwise = [make](const fx::Case& c) { return make(c.inputs)->golden_bitwise(); };
   f.compare = [make, fam = f.name](const std::string& output, const st::Tensor& got,
                                    const st::Tensor& want, const fx::Case& c) {
     const auto k = make(c.inputs);
@@ -85,7 +86,7 @@ Family kernel_case_family(std::string name, std::string summary,
     return ::testing::AssertionFailure()
            << "no golden case file in " << fx::golden_directory(family);
   int bad = 0;
-  size_t outputs = 0;
+  size_t bitwise = 0, within = 0;
   auto result = ::testing::AssertionFailure();
   for (const std::string& path : files) {
     const fx::Case c = fx::Case::read(path);
@@ -93,22 +94,27 @@ Family kernel_case_family(std::string name, std::string summary,
       result << (bad++ ? "\n" : "") << path << ": stores no got.* output";
       continue;
     }
+    const bool exact = !fam->golden_bitwise || fam->golden_bitwise(c);
     const Outputs ref = fam->reference(c);
     for (const auto& [name, got] : c.got) {
-      ++outputs;
+      ++(exact ? bitwise : within);
       auto it = ref.find(name);
       if (it == ref.end()) {
         result << (bad++ ? "\n" : "") << path << ": the reference gives no output '" << name << "'";
         continue;
       }
-      if (auto r = fx::bitwise_tensors(got, it->second, name); !r)
-        result << (bad++ ? "\n" : "") << path << ":\n" << r.message();
+      auto r = exact ? fx::bitwise_tensors(got, it->second, name)
+                     : fam->compare(name, got, it->second, c);
+      if (!r) result << (bad++ ? "\n" : "") << path << ":\n" << r.message();
     }
   }
   ::testing::Test::RecordProperty("golden_files", std::to_string(files.size()));
   if (bad) return result;
-  return ::testing::AssertionSuccess()
-         << files.size() << " golden files, " << outputs << " outputs bit for bit";
+  auto ok = ::testing::AssertionSuccess() << files.size() << " golden files, ";
+  if (bitwise) ok << bitwise << " outputs bit for bit";
+  if (bitwise && within) ok << ", ";
+  if (within) ok << within << " outputs within the family's tolerance";
+  return ok;
 }
 
 }  // namespace dsv4::replay

@@ -104,6 +104,9 @@ std::vector<Param> params() {
       {1, 128, 2048, kV41, 64, 8},
       {4, 64, 576, kV4, 256, 5, 64, kV4, 64},
       {1, 16, 64, kV41, 64, 16},  // more splits than tiles: empty splits
+      // small cases of the 64-head block and of the split path (also the golden files' sizes)
+      {1, 64, 64, kFp4, 64, 0, 64, kFp4, 64},
+      {1, 16, 64, kV41, 64, 4, 32, kFp4, 1},
   };
   for (Param p : {Param{4, 16, 576, kV41, 64, 0, 64, kFp4, 1}, Param{4, 16, 576, kV41, 64, 4}}) {
     p.launch = Launch::kGraph;

@@ -1,8 +1,11 @@
 // Golden case files: every family's fp32-order reference held bit for bit to the outputs its
-// kernel wrote on the H200 (fixtures/data/golden/<family>/), so CI without a GPU sees a reordering.
+// kernel wrote on the H200 (fixtures/data/golden/<family>/), so CI without a GPU sees a reordering;
+// sparse_decode's (matrix-core sums, no CPU order) within its derived tolerance.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "dsv4/fixtures/kernel_case.hpp"
 #include "dsv4/replay/replay.hpp"
@@ -47,6 +50,41 @@ TEST(GoldenHelper, AnotherSummationOrderIsSeen) {
     EXPECT_GT(differing, 0) << path;
   }
   EXPECT_GT(files, 0) << "no order-sensitive kv_store golden file";
+}
+
+// The tolerance check bites too: a sparse_decode golden output moved by 1/8 of one element's
+// magnitude (plus 1/8), or an lse moved by 1e-2, fails the family's comparator against the
+// reference, while the stored outputs pass.
+TEST(GoldenHelper, ToleranceGoldenSeesAMovedOutput) {
+  const Family* fam = find_family("sparse_decode");
+  ASSERT_NE(fam, nullptr);
+  ASSERT_TRUE(fam->golden_bitwise);
+  int files = 0;
+  for (const std::string& path : fx::golden_files("sparse_decode")) {
+    SCOPED_TRACE(path);
+    const fx::Case c = fx::Case::read(path);
+    EXPECT_FALSE(fam->golden_bitwise(c));
+    ++files;
+    const Outputs ref = fam->reference(c);
+    ASSERT_TRUE(fam->compare("out", c.got.at("out"), ref.at("out"), c));
+    st::Tensor out = c.got.at("out");
+    std::vector<bf16> v = out.values<bf16>();
+    const size_t at = v.size() / 3;
+    const float x = bf16_to_f32(v[at]);
+    v[at] = f32_to_bf16(x + (x < 0 ? -1.0f : 1.0f) * (std::fabs(x) / 8 + 0.125f));
+    out = st::Tensor::of<bf16>(out.shape, v);
+    EXPECT_FALSE(fam->compare("out", out, ref.at("out"), c)) << "element " << at;
+    st::Tensor lse = c.got.at("out_lse");
+    std::vector<float> l = lse.values<float>();
+    for (float& e : l)
+      if (std::isfinite(e)) {
+        e += 1e-2f;
+        break;
+      }
+    EXPECT_FALSE(
+        fam->compare("out_lse", st::Tensor::of<float>(lse.shape, l), ref.at("out_lse"), c));
+  }
+  EXPECT_GT(files, 0) << "no sparse_decode golden file";
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ReplayOnDevice : public fx::GpuTest {
  protected:
@@ -82,6 +83,43 @@ TEST_F(ReplayOnDevice, RingLayoutCasesMatchTheReference) {
       cases::RingLayoutCase({.n = 777, .V = 8, .win = 64, .max_pos = 1 << 20, .first_offset = 9}),
       "ring");
   EXPECT_EQ(r.exit_code, 0) << r.report;
+}
+
+// Every committed golden file replays on the device: the kernel matches the reference under the
+// family's comparator, and writes the stored got.* bit for bit when the family's golden files are
+// bitwise or the file was written on this device's arch (dsv4.device, e.g. "NVIDIA H200 sm_90").
+TEST_F(ReplayOnDevice, GoldenFilesReplayOnTheDevice) {
+  const std::string arch = gpu::device_info().arch;
+  size_t replayed = 0, exact = 0, other_device = 0;
+  for (const std::string& family : fx::golden_families()) {
+    const Family* fam = find_family(family);
+    ASSERT_NE(fam, nullptr) << family;
+    for (const std::string& path : fx::golden_files(family)) {
+      SCOPED_TRACE(path);
+      const fx::Case c = fx::Case::read(path);
+      const Result r = run({path, family, Mode::kDevice});
+      if (r.exit_code == 3) {  // this device cannot run it (e.g. 64 lanes on NVIDIA)
+        EXPECT_THAT(r.report, Not(HasSubstr("the run failed"))) << r.report;
+        continue;
+      }
+      ++replayed;
+      EXPECT_EQ(r.exit_code, 0) << r.report;
+      const auto dev = c.metadata.find("dsv4.device");
+      const bool same_arch = dev != c.metadata.end() && dev->second.ends_with(" " + arch);
+      if (fam->golden_bitwise && !fam->golden_bitwise(c) && !same_arch) {
+        ++other_device;
+        continue;
+      }
+      ++exact;
+      EXPECT_THAT(r.report, Not(HasSubstr("does not reproduce"))) << r.report;
+      EXPECT_THAT(r.report, HasSubstr("reproduces the stored got.")) << r.report;
+    }
+  }
+  EXPECT_GT(replayed, 0u);
+  std::printf(
+      "%zu golden files replayed on %s: %zu reproduced bit for bit, %zu written on "
+      "another arch (compared within tolerance)\n",
+      replayed, arch.c_str(), exact, other_device);
 }
 
 }  // namespace

@@ -448,6 +448,9 @@ namespace {
   f.reference = [inner = f.reference, with_meta](const Case& c) { return inner(with_meta(c)); };
   if (f.device)
     f.device = [inner = f.device, with_meta](const Case& c) { return inner(with_meta(c)); };
+  f.golden_bitwise = [inner = f.golden_bitwise, with_meta](const Case& c) {
+    return inner(with_meta(c));
+  };
   f.compare = [inner = f.compare, with_meta](const std::string& o, const ::dsv4::fx::st::Tensor& g,
                                              const ::dsv4::fx::st::Tensor& w, const Case& c) {
     return inner(o, g, w, with_meta(c));

@@ -57,6 +57,9 @@ struct Family {
   std::function<::testing::AssertionResult(const std::string& output, const st::Tensor& got,
                                            const st::Tensor& want, const fx::Case& c)>
       compare;
+  // Whether golden files of this case hold the reference's outputs bit for bit (else within
+  // `compare`); empty: bit for bit.
+  std::function<bool(const fx::Case&)> golden_bitwise;
 };
 
 // A family whose adapter is a fx::KernelCase: `make` builds the case object from a case file's
@@ -67,8 +70,9 @@ Family kernel_case_family(std::string name, std::string summary,
                           std::function<std::unique_ptr<fx::KernelCase>(const fx::Tensors&)> make);
 
 // Golden case files (fx::golden_files): every committed file of `family` replayed through the
-// family's CPU reference, each stored got.* held to the reference's output bit for bit. Fails
-// when the family has no golden file or is not registered.
+// family's CPU reference, each stored got.* held to the reference's output bit for bit (or, for a
+// family whose golden_bitwise is false, within the family's comparator). Fails when the family
+// has no golden file or is not registered.
 ::testing::AssertionResult check_golden(const std::string& family);
 
 // Adds a family; a second family of the same name is a programming error (std::logic_error).
