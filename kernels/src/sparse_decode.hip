@@ -37,9 +37,12 @@ constexpr int kTile = 16;
 constexpr int kMaxGroups = 1;
 #endif
 constexpr int kItems = kTile * 16 / kThreads;  // 32-value pieces of a tile per thread
-constexpr int kLdS = kTile + 1;                // fp32 per shared row of partial scores
-constexpr int kLdP = kTile + 8;                // bf16 per shared row of P
+// fp32 per shared row of partial scores: on NVIDIA kTile, columns XOR-permuted per row (score_col),
+// elsewhere one word of padding.
+constexpr int kLdS = DSV4_GPU_CUDA ? kTile : kTile + 1;
+constexpr int kLdP = kTile + 8;  // bf16 per shared row of P
 static_assert(kItems >= 1 && kTile % 16 == 0);
+static_assert(!DSV4_GPU_CUDA || kTile == 32, "score_col permutes 32 columns");
 // A warp multiplies kM tiles of 16 heads (a B fragment serves kM products): 2 when the block has
 // 64 heads, else 1.
 constexpr int m_tiles(int G) { return G >= 2 ? 2 : 1; }
@@ -246,8 +249,47 @@ __device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t
   }
 }
 
-// Gather step 2: the pieces decoded into a key buffer (zeros where there is no key) and the
-// tile's valid flags.
+// Where row h of the partial scores stores key column j. On NVIDIA (rows of 32 words, kTile 32)
+// bits 0-1 of h go to bits 3-4 of j and bit 2 to bits 0 and 2: the accumulator stores (8 rows x
+// 4 column pairs per instruction) and the softmax loads (8 heads x 4 consecutive keys) each hit 32
+// distinct banks.
+__device__ __forceinline__ int score_col(int h, int j) {
+#if DSV4_GPU_CUDA
+  return j ^ (8 * (h & 3) + 5 * ((h >> 2) & 1));
+#else
+  (void)h;
+  return j;
+#endif
+}
+
+// Where a key row stores its values [c, c + 8): on NVIDIA the 16-byte chunks of each 32-value
+// piece are XOR-permuted by bits 1-2 of the piece (bits 6-7 of c into bits 3-4), so the 8 lanes
+// of a quarter-warp that store 16 bytes each at a 64-byte stride (one piece each) hit distinct
+// banks; an ldmatrix reads one chunk position of 8 rows, conflict-free as before.
+__device__ __forceinline__ int key_col(int c) {
+#if DSV4_MMA_NV
+  return c ^ (((c >> 6) & 3) << 3);
+#else
+  return c;
+#endif
+}
+__device__ __forceinline__ mma::FragB key_b_t(const bf16* rows, int col, int lane) {
+#if DSV4_MMA_NV
+  return mma::load_b_t_at(rows, kLd, col, lane, key_col);
+#else
+  return mma::load_b_t(rows + col, kLd, lane);
+#endif
+}
+__device__ __forceinline__ mma::FragB key_b(const bf16* rows, int col, int lane) {
+#if DSV4_MMA_NV
+  return mma::load_b_at(rows, kLd, col, lane, key_col);
+#else
+  return mma::load_b(rows + col, kLd, lane);
+#endif
+}
+
+// Gather step 2: the pieces decoded into a key buffer (zeros where there is no key, chunks at
+// key_col) and the tile's valid flags.
 template <Lay A>
 __device__ __forceinline__ void store_tile(const Args& a, const Tiles& T, int64_t t, int tid,
                                            const int32_t* slot, const Raw* raw, bf16* keys,
@@ -263,9 +305,11 @@ __device__ __forceinline__ void store_tile(const Args& a, const Tiles& T, int64_
       DSV4_UNROLL
       for (int e = 0; e < 16; ++e) w[e] = 0u;
     }
-    U4* dst = reinterpret_cast<U4*>(keys + j * kLd + 32 * part);
+    bf16* row = keys + j * kLd;
     DSV4_UNROLL
-    for (int e = 0; e < 4; ++e) dst[e] = U4{w[4 * e], w[4 * e + 1], w[4 * e + 2], w[4 * e + 3]};
+    for (int e = 0; e < 4; ++e)
+      *reinterpret_cast<U4*>(row + key_col(32 * part + 8 * e)) =
+          U4{w[4 * e], w[4 * e + 1], w[4 * e + 2], w[4 * e + 3]};
     if (part == 0) valid[j] = slot[i] >= 0;
   }
 }
@@ -411,7 +455,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
           qa[mi] = mma::load_a(sq + 16 * (kM * g + mi) * kLd + col, kLd, lane);
         DSV4_UNROLL
         for (int n = 0; n < kTile / 16; ++n) {
-          const mma::FragB kb = mma::load_b_t(keys + 16 * n * kLd + col, kLd, lane);
+          const mma::FragB kb = key_b_t(keys + 16 * n * kLd, col, lane);
           DSV4_UNROLL
           for (int mi = 0; mi < kM; ++mi) mma::mma(s[mi][n], qa[mi], kb, lane);
         }
@@ -423,7 +467,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
         for (int n = 0; n < kTile / 16; ++n) {
           DSV4_UNROLL
           for (int i = 0; i < mma::kCElems; ++i)
-            dst[mma::acc_row(lane, i) * kLdS + 16 * n + mma::acc_col(lane, i)] = s[mi][n].v[i];
+            dst[mma::acc_row(lane, i) * kLdS +
+                score_col(mma::acc_row(lane, i), 16 * n + mma::acc_col(lane, i))] = s[mi][n].v[i];
         }
       }
     }
@@ -437,9 +482,10 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       DSV4_UNROLL
       for (int e = 0; e < kKpt; ++e) {
         const int j = sub + kTph * e;
-        float dot = ss[sh * kLdS + j];
+        const int sj = score_col(sh, j);  // the same for every part (kHeads is a multiple of 16)
+        float dot = ss[sh * kLdS + sj];
         DSV4_UNROLL
-        for (int p = 1; p < Dp; ++p) dot = dot + ss[(p * kHeads + sh) * kLdS + j];
+        for (int p = 1; p < Dp; ++p) dot = dot + ss[(p * kHeads + sh) * kLdS + sj];
         x[e] = valid[j] ? dot * scale2 : -f32m::inf();
         tmax = fmaxf(tmax, x[e]);
       }
@@ -488,7 +534,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
         pa[mi] = mma::load_a(sp + 16 * (kM * g + mi) * kLdP + 16 * kk, kLdP, lane);
       DSV4_UNROLL
       for (int n = 0; n < kNt; ++n) {
-        const mma::FragB vb = mma::load_b(keys + 16 * kk * kLd + Dw * d + 16 * n, kLd, lane);
+        const mma::FragB vb = key_b(keys + 16 * kk * kLd, Dw * d + 16 * n, lane);
         DSV4_UNROLL
         for (int mi = 0; mi < kM; ++mi) mma::mma(o[mi][n], pa[mi], vb, lane);
       }

@@ -109,6 +109,22 @@ __device__ __forceinline__ FragB load_b(const bf16* s, int ld, int lane) {
   ldmatrix_x4_trans(b.r, s + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4));
   return b;
 }
+// load_b_t / load_b of the 16 x 16 tile at (rows, col) of rows whose 16-byte chunks are stored
+// permuted: phys(c) is where a row stores its values [c, c + 8) (c a multiple of 8).
+template <class Phys>
+__device__ __forceinline__ FragB load_b_t_at(const bf16* rows, int ld, int col, int lane,
+                                             Phys phys) {
+  FragB b;
+  ldmatrix_x4(b.r, rows + ((lane & 7) + 8 * (lane >> 4)) * ld + phys(col + 8 * ((lane >> 3) & 1)));
+  return b;
+}
+template <class Phys>
+__device__ __forceinline__ FragB load_b_at(const bf16* rows, int ld, int col, int lane, Phys phys) {
+  FragB b;
+  ldmatrix_x4_trans(b.r,
+                    rows + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + phys(col + 8 * (lane >> 4)));
+  return b;
+}
 
 __device__ __forceinline__ void mma16x8(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
   asm volatile(
