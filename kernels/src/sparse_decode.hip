@@ -39,10 +39,14 @@ constexpr int kMaxGroups = 1;
 constexpr int kItems = kTile * 16 / kThreads;  // 32-value pieces of a tile per thread
 // fp32 per shared row of partial scores: on NVIDIA kTile, columns XOR-permuted per row (score_col),
 // elsewhere one word of padding.
-constexpr int kLdS = DSV4_GPU_CUDA ? kTile : kTile + 1;
+#if DSV4_GPU_CUDA
+constexpr int kLdS = kTile;
+#else
+constexpr int kLdS = kTile + 1;
+#endif
 constexpr int kLdP = kTile + 8;  // bf16 per shared row of P
 static_assert(kItems >= 1 && kTile % 16 == 0);
-static_assert(!DSV4_GPU_CUDA || kTile == 32, "score_col permutes 32 columns");
+static_assert(kLdS == kTile + 1 || kTile == 32, "score_col permutes 32 columns");
 // A warp multiplies kM tiles of 16 heads (a B fragment serves kM products): 2 when the block has
 // 64 heads, else 1.
 constexpr int m_tiles(int G) { return G >= 2 ? 2 : 1; }
