@@ -7,9 +7,12 @@
 // serves two products) and output values [Dw (w % Dp), +Dw), Dw = 512 / Dp: it multiplies its
 // heads' q by the tile's keys over its Dw values (bf16 x bf16 -> fp32 tiles), the Dp partial
 // scores of a head are added in shared memory in a fixed order, the online softmax (base 2, fp32)
-// runs on them, P is rounded to bf16 for the output product P V with V the same rows (MLA), and
+// runs on them (a head's running maximum moves only by more than kStale, so most tiles skip the
+// rescale of O), P is rounded to bf16 for the output product P V with V the same rows (MLA), and
 // the sums that normalise stay fp32. Output through a shared-memory staging tile. One instance per
-// layout set (v41 alone, v41_fp4 alone, any), so a common launch runs one reader's code.
+// layout set (v41 alone, v41_fp4 alone, any), so a common launch runs one reader's code. On
+// NVIDIA the key rows and the partial scores sit in shared memory permuted so that no access
+// conflicts on banks (key_col, score_col).
 #include <atomic>
 #include <cstdint>
 #include <stdexcept>
@@ -45,6 +48,9 @@ constexpr int kLdS = kTile;
 constexpr int kLdS = kTile + 1;
 #endif
 constexpr int kLdP = kTile + 8;  // bf16 per shared row of P
+// How far (log2) a tile's maximum may exceed a head's running maximum before the maximum moves
+// (and O and l are rescaled): 8, so p <= 256, far inside bf16 and fp32.
+constexpr float kStale = 8.0f;
 static_assert(kItems >= 1 && kTile % 16 == 0);
 static_assert(kLdS == kTile + 1 || kTile == 32, "score_col permutes 32 columns");
 // A warp multiplies kM tiles of 16 heads (a B fragment serves kM products): 2 when the block has
@@ -185,13 +191,15 @@ __device__ __forceinline__ void decode_raw(const Cache& c, int64_t slot, int par
     return;
   }
   const uint8_t sc = uint8_t(r.sc);
-  DSV4_UNROLL
-  for (int i = 0; i < 8; ++i) {
-    if (layout == KvLayout::kV41)
-      kv::v41_decode4_bf16(word(r.v, i), sc, w + 2 * i);
-    else
-      kv::v4_decode4_bf16(word(r.v, i), sc, L.fp8, w + 2 * i);
+  if (layout == KvLayout::kV41) {  // one scale for the 32 values: one check, then the short path
+    uint32_t codes[8];
+    DSV4_UNROLL
+    for (int i = 0; i < 8; ++i) codes[i] = word(r.v, i);
+    kv::v41_decode_words_bf16<8>(codes, sc, w);
+    return;
   }
+  DSV4_UNROLL
+  for (int i = 0; i < 8; ++i) kv::v4_decode4_bf16(word(r.v, i), sc, L.fp8, w + 2 * i);
 }
 
 // The block's tiles: those of main's columns in [c0, c1), then those of extra's, each range cut
@@ -334,6 +342,17 @@ __device__ __forceinline__ int uniform(int x) {
   return __builtin_amdgcn_readfirstlane(x);
 #else
   return x;
+#endif
+}
+
+// Whether b holds in every lane of the wave (the host-only build: this lane).
+__device__ __forceinline__ bool wave_all(bool b) {
+#if DSV4_GPU_CUDA
+  return __all_sync(0xffffffffu, b);
+#elif DSV4_GPU_HIP
+  return __all(b);
+#else
+  return b;
 #endif
 }
 
@@ -495,7 +514,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       }
       DSV4_UNROLL
       for (int off = 1; off < kTph; off <<= 1) tmax = fmaxf(tmax, __shfl_xor(tmax, off, kTph));
-      const float m_new = fmaxf(m, tmax);
+      // The running maximum moves only when the tile's exceeds it by more than kStale (log2), so
+      // most tiles keep alpha = 1 and skip the rescale of O; p stays below 2^kStale.
+      const float m_new = tmax > m + kStale ? tmax : m;
       // Exponents against m_new, or against 0 while the head has no key (then every x is -inf,
       // p = 0, and alpha = 0 scales an O and an l that are still 0).
       const float base = m_new == -f32m::inf() ? 0.0f : m_new;
@@ -520,14 +541,28 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
                     svalid + (buf ^ 1) * kTile);
     sync_block();
 
-    // O = O * alpha + P V over this warp's values.
-    DSV4_UNROLL
-    for (int mi = 0; mi < kM; ++mi) {
+    // O = O * alpha + P V over this warp's values (the rescale skipped when every alpha of the
+    // warp's heads is 1).
+    {
+      float al[kM][mma::kCElems];
+      bool ones = true;
       DSV4_UNROLL
-      for (int i = 0; i < mma::kCElems; ++i) {
-        const float alpha = salpha[16 * (kM * g + mi) + mma::acc_row(lane, i)];
+      for (int mi = 0; mi < kM; ++mi) {
         DSV4_UNROLL
-        for (int n = 0; n < kNt; ++n) o[mi][n].v[i] *= alpha;
+        for (int i = 0; i < mma::kCElems; ++i) {
+          al[mi][i] = salpha[16 * (kM * g + mi) + mma::acc_row(lane, i)];
+          ones = ones && al[mi][i] == 1.0f;
+        }
+      }
+      if (!wave_all(ones)) {
+        DSV4_UNROLL
+        for (int mi = 0; mi < kM; ++mi) {
+          DSV4_UNROLL
+          for (int i = 0; i < mma::kCElems; ++i) {
+            DSV4_UNROLL
+            for (int n = 0; n < kNt; ++n) o[mi][n].v[i] *= al[mi][i];
+          }
+        }
       }
     }
     DSV4_UNROLL

@@ -286,9 +286,10 @@ TEST(CompactPagesLayouts, V4TilesByHandBothFlavours) {
             std::ldexp(1.0f, -137));
 }
 
-// The word-at-a-time readers the kernels use (v4: four codes, both flavours; v41: four codes;
-// v41_fp4: eight nibbles through a table) against the one-value readers, for every code in every
-// position under every scale byte, next to random normal codes and random bytes.
+// The word-at-a-time readers the kernels use (v4: four codes, both flavours; v41: four codes, and
+// a group of words under one scale; v41_fp4: eight nibbles through a table) against the one-value
+// readers, for every code in every position under every scale byte, next to random normal codes
+// and random bytes.
 TEST(CompactPagesLayouts, WordReadersMatchTheOneValueReaders) {
   fx::Rng rng(fx::test_seed());
   int bad = 0;
@@ -302,10 +303,18 @@ TEST(CompactPagesLayouts, WordReadersMatchTheOneValueReaders) {
             if (rng.next() % 2) b = (b & 0x80u) | uint32_t(rng.range(8, 0x7e));
             codes |= (j == k ? c : b) << (8 * j);
           }
-          uint32_t f32[4], b16[2], v41[2];
+          uint32_t f32[4], b16[2], v41[2], v41w[4];
           kv::v4_decode4_bits(codes, uint8_t(sc), f, f32);
           kv::v4_decode4_bf16(codes, uint8_t(sc), f, b16);
           kv::v41_decode4_bf16(codes, uint8_t(sc), v41);
+          // the group reader: this word first, then one of normal codes only (the short path
+          // for both unless this word holds a NaN code or the scale byte is outside 10..246)
+          const uint32_t group[2] = {codes, 0x3a2b1c0du};
+          kv::v41_decode_words_bf16<2>(group, uint8_t(sc), v41w);
+          bad += v41w[0] != v41[0] || v41w[1] != v41[1];
+          uint32_t other[2];
+          kv::v41_decode4_bf16(group[1], uint8_t(sc), other);
+          bad += v41w[2] != other[0] || v41w[3] != other[1];
           for (int j = 0; j < 4; ++j) {
             const uint8_t code = uint8_t(codes >> (8 * j));
             const uint32_t want = kv::v4_decode_bits(code, uint8_t(sc), f);

@@ -115,14 +115,9 @@ DSV4_HD uint32_t bf16x2_add_exact(uint32_t x, uint32_t y) {
 // of the code of exponent 1, 2^(sc - 133) (1 + f / 8), from which 2^(sc - 133) is subtracted in
 // bf16 (exact, Sterbenz; zero for f = 0): f * 2^(sc - 136), a bf16 normal for sc >= 10. The sign
 // is put back last, so 0x80 gives -0.
-DSV4_HD void v41_decode4_bf16(uint32_t codes, uint8_t sc, uint32_t* out) {
-  const bool nan = (((codes & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0;
-  if (sc < 10 || sc > 246 || nan) {
-    const uint64_t p = v41_decode4_bf16_exact(codes, sc);
-    out[0] = uint32_t(p), out[1] = uint32_t(p >> 32);
-    return;
-  }
-  const uint32_t bias = (uint32_t(sc - 7) << 7) * 0x00010001u;
+// The short path of v41_decode4_bf16 (scale byte 10..246, no NaN code) with the scale's terms
+// given: bias = (sc - 7) << 7 in both halves, scm6 = sc - 6.
+DSV4_HD void v41_short4_bf16(uint32_t codes, uint32_t bias, uint32_t scm6, uint32_t* out) {
   DSV4_FMT_UNROLL
   for (int j = 0; j < 2; ++j) {
     const uint32_t c2 = (codes >> (16 * j)) & 0xffffu;                // codes 2j and 2j+1
@@ -132,9 +127,42 @@ DSV4_HD void v41_decode4_bf16(uint32_t codes, uint8_t sc, uint32_t* out) {
     const uint32_t sub = ((((mag & 0x07800780u) + 0x07800780u) & 0x08000800u) ^ 0x08000800u) >> 4;
     const uint32_t v = mag + bias + sub;  // below 0x8000 in each half
     // -2^(sc - 133) in those halves (0x80 (sc - 6) and the sign bit), +0 in the others.
-    const uint32_t minus = sub * uint32_t(sc - 6) | ((sub << 8) & 0x80008000u);
+    const uint32_t minus = sub * scm6 | ((sub << 8) & 0x80008000u);
     out[j] = (x & 0x80008000u) | bf16x2_add_exact(v, minus);
   }
+}
+
+// Whether any of the four codes is a NaN (0x7f or 0xff): bit 7 of some byte of the result.
+DSV4_HD uint32_t v41_nan_bits(uint32_t codes) {
+  return ((codes & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u;
+}
+
+DSV4_HD void v41_decode4_bf16(uint32_t codes, uint8_t sc, uint32_t* out) {
+  if (sc < 10 || sc > 246 || v41_nan_bits(codes)) {
+    const uint64_t p = v41_decode4_bf16_exact(codes, sc);
+    out[0] = uint32_t(p), out[1] = uint32_t(p >> 32);
+    return;
+  }
+  v41_short4_bf16(codes, (uint32_t(sc - 7) << 7) * 0x00010001u, uint32_t(sc - 6), out);
+}
+
+// 4 n codes under one scale (word i holds codes 4i..4i+3) as 2 n bf16 pairs, the same values as
+// v41_decode4_bf16 on each word: one check of the scale byte and of every code for the whole
+// group, the scale's terms computed once, then the short path per word (v41_decode4_bf16 per word
+// when the check fails).
+template <int n>
+DSV4_HD void v41_decode_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* out) {
+  uint32_t nan = 0;
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < n; ++i) nan |= v41_nan_bits(codes[i]);
+  if (sc < 10 || sc > 246 || nan) {
+    DSV4_FMT_UNROLL
+    for (int i = 0; i < n; ++i) v41_decode4_bf16(codes[i], sc, out + 2 * i);
+    return;
+  }
+  const uint32_t bias = (uint32_t(sc - 7) << 7) * 0x00010001u, scm6 = uint32_t(sc - 6);
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < n; ++i) v41_short4_bf16(codes[i], bias, scm6, out + 2 * i);
 }
 
 // ---- v41_fp4: 16 e2m1 values per e4m3fn scale (SGLang's quantize_k_cache_v41_fp4) -------------
