@@ -7,12 +7,11 @@
 // serves two products) and output values [Dw (w % Dp), +Dw), Dw = 512 / Dp: it multiplies its
 // heads' q by the tile's keys over its Dw values (bf16 x bf16 -> fp32 tiles), the Dp partial
 // scores of a head are added in shared memory in a fixed order, the online softmax (base 2, fp32)
-// runs on them (a head's running maximum moves only by more than kStale, so most tiles skip the
-// rescale of O), P is rounded to bf16 for the output product P V with V the same rows (MLA), and
-// the sums that normalise stay fp32. Output through a shared-memory staging tile. One instance per
-// layout set (v41 alone, v41_fp4 alone, any), so a common launch runs one reader's code. On
-// NVIDIA the key rows and the partial scores sit in shared memory permuted so that no access
-// conflicts on banks (key_col, score_col).
+// runs on them (a head's running maximum moves only by more than kStale), P is rounded to bf16 for
+// the output product P V with V the same rows (MLA), and the sums that normalise stay fp32. Output
+// through a shared-memory staging tile. One instance per layout set (v41 alone, v41_fp4 alone,
+// any), so a common launch runs one reader's code. On NVIDIA the key rows and the partial scores
+// sit in shared memory permuted so that no access conflicts on banks (key_col, score_col).
 #include <atomic>
 #include <cstdint>
 #include <stdexcept>
@@ -128,17 +127,6 @@ __device__ __forceinline__ int uniform(int x) {
   return __builtin_amdgcn_readfirstlane(x);
 #else
   return x;
-#endif
-}
-
-// Whether b holds in every lane of the wave (the host-only build: this lane).
-__device__ __forceinline__ bool wave_all(bool b) {
-#if DSV4_GPU_CUDA
-  return __all_sync(0xffffffffu, b);
-#elif DSV4_GPU_HIP
-  return __all(b);
-#else
-  return b;
 #endif
 }
 
@@ -301,7 +289,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       DSV4_UNROLL
       for (int off = 1; off < kTph; off <<= 1) tmax = fmaxf(tmax, __shfl_xor(tmax, off, kTph));
       // The running maximum moves only when the tile's exceeds it by more than kStale (log2), so
-      // most tiles keep alpha = 1 and skip the rescale of O; p stays below 2^kStale.
+      // most tiles keep alpha = 1 (and l, O exactly as they are); p stays below 2^kStale.
       const float m_new = tmax > m + kStale ? tmax : m;
       // Exponents against m_new, or against 0 while the head has no key (then every x is -inf,
       // p = 0, and alpha = 0 scales an O and an l that are still 0).
@@ -327,28 +315,15 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
                     svalid + (buf ^ 1) * kTile);
     sync_block();
 
-    // O = O * alpha + P V over this warp's values (the rescale skipped when every alpha of the
-    // warp's heads is 1).
-    {
-      float al[kM][mma::kCElems];
-      bool ones = true;
+    // O = O * alpha + P V over this warp's values. (Skipping the rescale when every alpha is 1,
+    // by a vote or a block flag, costs the 64-head kernel its last registers: nvcc spills.)
+    DSV4_UNROLL
+    for (int mi = 0; mi < kM; ++mi) {
       DSV4_UNROLL
-      for (int mi = 0; mi < kM; ++mi) {
+      for (int i = 0; i < mma::kCElems; ++i) {
+        const float alpha = salpha[16 * (kM * g + mi) + mma::acc_row(lane, i)];
         DSV4_UNROLL
-        for (int i = 0; i < mma::kCElems; ++i) {
-          al[mi][i] = salpha[16 * (kM * g + mi) + mma::acc_row(lane, i)];
-          ones = ones && al[mi][i] == 1.0f;
-        }
-      }
-      if (!wave_all(ones)) {
-        DSV4_UNROLL
-        for (int mi = 0; mi < kM; ++mi) {
-          DSV4_UNROLL
-          for (int i = 0; i < mma::kCElems; ++i) {
-            DSV4_UNROLL
-            for (int n = 0; n < kNt; ++n) o[mi][n].v[i] *= al[mi][i];
-          }
-        }
+        for (int n = 0; n < kNt; ++n) o[mi][n].v[i] *= alpha;
       }
     }
     DSV4_UNROLL
