@@ -1,8 +1,10 @@
 // smoke: the kernel-case harness catches each planted fault (canaries, poison, NaN, swap, one ULP,
-// unwritten element, stale graph replay), writes the case file, and passes the fault-free kernel.
+// unwritten element, stale graph replay), writes the case file, and passes the fault-free kernel;
+// a hand-driven CaseDevice checks its canaries when destroyed.
 #include "dsv4/kernels/smoke.hpp"
 
 #include <gmock/gmock.h>
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -39,6 +41,29 @@ TEST_F(Smoke, WriteOnePastTheEndHitsTheBackCanary) {
   EXPECT_THAT(r.message(), HasSubstr("byte 4000 (after the buffer)"));
   EXPECT_TRUE(fx::bitwise_tensors(run_.got.at("out"), run_.want.at("out"), "out"))
       << "payload itself is right";
+}
+
+// A test that drives a CaseDevice by hand and never asks for the canaries still sees them: the
+// device checks them when it is destroyed after a launch, and fails the test naming the case.
+TEST_F(Smoke, HandDrivenCaseDeviceChecksItsCanariesWhenDestroyed) {
+  static const SmokeCase faulty({.fault = Fault::kPastEnd, .at = 0});
+  static fx::Tensors inputs;
+  static gpu::Stream st;
+  fx::Rng rng(fx::test_seed());
+  inputs = faulty.draw(rng);
+  st = stream();
+  EXPECT_NONFATAL_FAILURE(
+      {
+        fx::CaseDevice dev(faulty, inputs, st);
+        dev.reset_outputs();
+        dev.launch();
+      },
+      "canaries after its last launch");
+  // Checked by hand after the launch: nothing left for the destructor to report.
+  fx::CaseDevice dev(faulty, inputs, st);
+  dev.reset_outputs();
+  dev.launch();
+  EXPECT_FALSE(dev.guards_intact());
 }
 
 TEST_F(Smoke, WriteBeforeTheBeginningHitsTheFrontCanary) {

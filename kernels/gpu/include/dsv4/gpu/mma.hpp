@@ -99,31 +99,28 @@ __device__ __forceinline__ FragA load_a(const bf16* s, int ld, int lane) {
   ldmatrix_x4(a.r, s + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4));
   return a;
 }
-__device__ __forceinline__ FragB load_b_t(const bf16* s, int ld, int lane) {
-  FragB b;  // s[col][k]; matrices: (cols 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15)
-  ldmatrix_x4(b.r, s + ((lane & 7) + 8 * (lane >> 4)) * ld + 8 * ((lane >> 3) & 1));
-  return b;
-}
-__device__ __forceinline__ FragB load_b(const bf16* s, int ld, int lane) {
-  FragB b;  // s[k][col], transposed; matrices: (k 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), ...
-  ldmatrix_x4_trans(b.r, s + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + 8 * (lane >> 4));
-  return b;
-}
-// load_b_t / load_b of the 16 x 16 tile at (rows, col) of rows whose 16-byte chunks are stored
+// The B fragment of the 16 x 16 tile at (rows, col) of rows whose 16-byte chunks may be stored
 // permuted: phys(c) is where a row stores its values [c, c + 8) (c a multiple of 8).
 template <class Phys>
 __device__ __forceinline__ FragB load_b_t_at(const bf16* rows, int ld, int col, int lane,
                                              Phys phys) {
-  FragB b;
+  FragB b;  // rows[col][k]; matrices: (cols 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15)
   ldmatrix_x4(b.r, rows + ((lane & 7) + 8 * (lane >> 4)) * ld + phys(col + 8 * ((lane >> 3) & 1)));
   return b;
 }
 template <class Phys>
 __device__ __forceinline__ FragB load_b_at(const bf16* rows, int ld, int col, int lane, Phys phys) {
-  FragB b;
+  FragB b;  // rows[k][col], transposed; matrices: (k 0-7, cols 0-7), (8-15, 0-7), (0-7, 8-15), ...
   ldmatrix_x4_trans(b.r,
                     rows + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + phys(col + 8 * (lane >> 4)));
   return b;
+}
+__device__ __forceinline__ int same_col(int c) { return c; }
+__device__ __forceinline__ FragB load_b_t(const bf16* s, int ld, int lane) {
+  return load_b_t_at(s, ld, 0, lane, same_col);
+}
+__device__ __forceinline__ FragB load_b(const bf16* s, int ld, int lane) {
+  return load_b_at(s, ld, 0, lane, same_col);
 }
 
 __device__ __forceinline__ void mma16x8(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
