@@ -3,86 +3,251 @@
 # with only this pod's GPUs, commands through `docker exec`, removed by an always() step.
 #
 #   ci/gpu-container.sh clear-vram
-#       stop leftover GPU containers, wait until the pod's GPUs hold no VRAM (rocm-smi), fail if not
-#   ci/gpu-container.sh resolve-image PATTERN [FALLBACK] [SGLANG_CHECKOUT]
-#       print the image: {sglang_tag} = the checkout's newest tag, {date} = the newest of the last
-#       7 days whose tag exists in the registry; FALLBACK when none does
+#       stop leftover GPU containers; when VRAM is held, kill the processes holding /dev/kfd or
+#       /dev/dri/* (SIGTERM, then SIGKILL) and check again, three times; fail with fuser/lsof,
+#       rocm-smi and docker diagnostics when it stays held or when rocm-smi is missing
+#   ci/gpu-container.sh resolve-image PATTERN [SGLANG_CHECKOUT] [--days N] [--not-before YYYYMMDD]
+#       print the image: {sglang_tag} = SGLang's version tag (python/tools/get_version_tag.py
+#       --tag-only: the highest v*.*.* tag across branches) and the tag before it, {date} = the
+#       newest day of the last N (7) that has an image, never a day before --not-before; every
+#       tag tried is listed; none found: exit 3 with the list (there is no older fallback)
 #   ci/gpu-container.sh start [--no-gpu] [--hf-cache HOST:MOUNT:HF_HOME] NAME IMAGE [docker run options]
-#       docker run --init with /dev/kfd and the devices of /etc/podinfo/gha-render-devices, the
-#       workspace mounted at its own path, the HF cache mounted when the host has it
+#       docker run --init with /dev/kfd and every device of /etc/podinfo/gha-render-devices (a
+#       missing or empty file refuses to start), the workspace mounted at its own path, the HF
+#       cache (which must exist) with SGLang's MIOpen cache and tilelang path; the image pulled
+#       with retries and back-off, after a docker login when DOCKERHUB_USERNAME/DOCKERHUB_TOKEN
+#       are set; DSV4_IMAGE and DSV4_IMAGE_DIGEST set in the container for the reports
 #   ci/gpu-container.sh exec NAME [-w DIR] [-e VAR[=VALUE]]... -- COMMAND...
 #       docker exec in the workspace; GITHUB_* run identity passed on; the step summary the command
 #       writes is appended to the host's $GITHUB_STEP_SUMMARY
 #   ci/gpu-container.sh stop NAME
 #       SIGTERM to the container's processes (run-suite stops its server), the workspace given back
 #       to the runner's user, docker stop, docker rm
+#
+# Exit codes: 0 done, 2 bad usage, 3 could not run (VRAM held, no rocm-smi, no image, no devices).
+# Test hooks: DSV4_RENDER_DEVICES (the pod's device file), DSV4_DEV_DIR (/dev), DSV4_VRAM_WAIT_S
+# (seconds between checks, 30), DSV4_PULL_ATTEMPTS (6), DSV4_PULL_BACKOFF_S (first wait, 30).
 set -uo pipefail
 
 die() { echo "gpu-container: $*" >&2; exit 2; }
+cannot() { echo "gpu-container: $*" >&2; exit 3; }
 workspace=${GITHUB_WORKSPACE:-$PWD}
+dev_dir=${DSV4_DEV_DIR:-/dev}
+render_devices=${DSV4_RENDER_DEVICES:-/etc/podinfo/gha-render-devices}
 
-vram_used_mib() {  # the most VRAM any visible GPU holds, in MiB (0 when rocm-smi is absent)
-  command -v rocm-smi >/dev/null 2>&1 || { echo 0; return; }
+# The most VRAM any visible GPU holds, in MiB; fails (no output) when rocm-smi's answer cannot be
+# read, so an unreadable answer never counts as clear.
+vram_used_mib() {
   rocm-smi --showmeminfo vram --json 2>/dev/null | python3 -c '
 import json, sys
 try:
     d = json.load(sys.stdin)
 except ValueError:
-    print(0); sys.exit()
+    sys.exit("rocm-smi --showmeminfo vram --json did not print JSON")
 used = [int(v) for card in d.values() if isinstance(card, dict)
         for k, v in card.items() if "VRAM Total Used Memory" in k and str(v).isdigit()]
-print(max(used) // (1 << 20) if used else 0)'
+if not used:
+    sys.exit("rocm-smi reported no VRAM figure for any GPU")
+print(max(used) // (1 << 20))'
+}
+
+gpu_device_files() {
+  local f
+  for f in "$dev_dir/kfd" "$dev_dir"/dri/renderD* "$dev_dir"/dri/card*; do
+    [ -e "$f" ] && echo "$f"
+  done
+}
+
+# Stops and removes every container that holds a GPU device (left by cancelled or killed jobs).
+stop_gpu_containers() {
+  command -v docker >/dev/null 2>&1 || return 0
+  local ids
+  ids=$(docker ps -aq 2>/dev/null | while read -r id; do
+    docker inspect "$id" 2>/dev/null | grep -qE '"PathOnHost": *"/dev/(kfd|dri)' && echo "$id"
+  done)
+  [ -n "$ids" ] || return 0
+  echo "gpu-container: removing leftover GPU containers: $(echo "$ids" | tr '\n' ' ')"
+  echo "$ids" | xargs -r docker stop --time 10 >/dev/null 2>&1
+  echo "$ids" | xargs -r docker rm -f >/dev/null 2>&1
+}
+
+# Sends SIGNAL to every process holding /dev/kfd or a /dev/dri node (fuser and lsof), but this
+# script and its parents.
+kill_gpu_holders() {
+  local signal=$1 pids="" f p self=$$ parents=" "
+  if ! command -v fuser >/dev/null 2>&1 && ! command -v lsof >/dev/null 2>&1; then
+    echo "gpu-container: WARNING: neither fuser nor lsof is installed: device holders cannot be found"
+    return 0
+  fi
+  for p in $$ $PPID; do parents+="$p "; done
+  while read -r f; do
+    [ -n "$f" ] || continue
+    command -v fuser >/dev/null 2>&1 && pids+=" $(fuser "$f" 2>/dev/null)"
+    command -v lsof >/dev/null 2>&1 && pids+=" $(lsof -t "$f" 2>/dev/null)"
+  done < <(gpu_device_files)
+  for p in $(echo "$pids" | tr ' ' '\n' | grep -E '^[0-9]+$' | sort -un); do
+    [[ $parents == *" $p "* || $p == "$self" ]] && continue
+    echo "gpu-container: SIG$signal to $p (holds a GPU device)"
+    kill "-$signal" "$p" 2>/dev/null
+  done
+  return 0
+}
+
+gpu_diagnostics() {
+  local f
+  echo "=== holders of the GPU device files (fuser) ==="
+  if command -v fuser >/dev/null 2>&1; then
+    while read -r f; do fuser -v "$f" 2>&1; done < <(gpu_device_files)
+  else
+    echo "fuser is not installed"
+  fi
+  echo "=== holders of the GPU device files (lsof) ==="
+  if command -v lsof >/dev/null 2>&1; then
+    while read -r f; do lsof "$f" 2>&1; done < <(gpu_device_files)
+  else
+    echo "lsof is not installed"
+  fi
+  echo "=== rocm-smi --showpids ==="
+  timeout 30 rocm-smi --showpids 2>&1
+  echo "=== rocm-smi --showmemuse ==="
+  timeout 30 rocm-smi --showmemuse 2>&1
+  echo "=== containers ==="
+  command -v docker >/dev/null 2>&1 && docker ps -a 2>&1
+  return 0
 }
 
 clear_vram() {
-  local limit_mib=${DSV4_VRAM_LIMIT_MIB:-1024} used ids
-  if command -v docker >/dev/null 2>&1; then
-    # Containers holding a GPU device, left by cancelled or killed jobs.
-    ids=$(docker ps -aq 2>/dev/null | while read -r id; do
-      docker inspect "$id" 2>/dev/null | grep -qE '"PathOnHost": *"/dev/(kfd|dri)' && echo "$id"
-    done)
-    if [ -n "$ids" ]; then
-      echo "gpu-container: removing leftover GPU containers: $(echo "$ids" | tr '\n' ' ')"
-      echo "$ids" | xargs -r docker stop --time 30 >/dev/null 2>&1
-      echo "$ids" | xargs -r docker rm -f >/dev/null 2>&1
-    fi
+  local limit_mib=${DSV4_VRAM_LIMIT_MIB:-1024} wait_s=${DSV4_VRAM_WAIT_S:-30} used attempt
+  if ! command -v rocm-smi >/dev/null 2>&1; then
+    cannot "rocm-smi is not installed: VRAM cannot be checked, so the GPUs are not known to be free"
   fi
-  for attempt in 1 2 3 4 5 6; do
-    used=$(vram_used_mib)
-    if [ "$used" -le "$limit_mib" ]; then
-      echo "gpu-container: VRAM clear (at most $used MiB used per GPU)"
-      return 0
+  stop_gpu_containers
+  for attempt in 0 1 2 3; do
+    if [ "$attempt" -gt 0 ]; then
+      echo "gpu-container: clearing, attempt $attempt of 3: SIGTERM, then SIGKILL, to the GPU device holders"
+      stop_gpu_containers
+      kill_gpu_holders TERM
+      sleep "$wait_s"
+      kill_gpu_holders KILL
+      sleep "$wait_s"
     fi
-    echo "gpu-container: $used MiB of VRAM still held (attempt $attempt); waiting"
-    sleep 20
+    if used=$(vram_used_mib); then
+      if [ "$used" -le "$limit_mib" ]; then
+        echo "gpu-container: VRAM clear (at most $used MiB used per GPU, limit $limit_mib)"
+        return 0
+      fi
+      echo "gpu-container: $used MiB of VRAM held on a GPU (limit $limit_mib)"
+    else
+      echo "gpu-container: VRAM use could not be read from rocm-smi"
+    fi
+    [ "$attempt" -gt 0 ] && gpu_diagnostics
   done
-  rocm-smi --showpids 2>&1 || true
-  echo "gpu-container: VRAM is not clear: this node needs attention before GPU jobs run" >&2
-  return 1
+  cannot "VRAM is not clear after 3 attempts: this node needs attention before GPU jobs run (diagnostics above)"
+}
+
+# SGLang's version tags of CHECKOUT ranked as python/tools/get_version_tag.py ranks them (v*.*.*,
+# rc below the release, post above it, a tag its pattern cannot read lowest), highest first.
+ranked_tags() {
+  git -C "$1" tag --list 'v*.*.*' 2>/dev/null | python3 -c '
+import re, sys
+def key(tag):
+    m = re.match(r"^(\d+)\.(\d+)\.(\d+)(?:(rc|post)(\d+))?$", tag.lstrip("v"))
+    if not m:
+        return (0, 0, 0, 0, 0)
+    kind = {"rc": 0, None: 1, "post": 2}[m.group(4)]
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3)), kind, int(m.group(5) or 0))
+tags = [t.strip() for t in sys.stdin if t.strip()]
+print("\n".join(sorted(tags, key=key, reverse=True)))'
+}
+
+image_exists() {
+  docker image inspect "$1" >/dev/null 2>&1 || docker manifest inspect "$1" >/dev/null 2>&1
 }
 
 resolve_image() {
-  local pattern=$1 fallback=${2:-} checkout=${3:-} tag="" image day
-  if [[ $pattern == *"{sglang_tag}"* ]]; then
-    [ -n "$checkout" ] && tag=$(git -C "$checkout" describe --tags --abbrev=0 2>/dev/null)
-    if [ -z "$tag" ]; then
-      echo "gpu-container: no tag in '$checkout' for {sglang_tag}; using $fallback" >&2
-      echo "$fallback"; return 0
-    fi
-    pattern=${pattern//\{sglang_tag\}/$tag}
-  fi
-  if [[ $pattern != *"{date}"* ]]; then echo "$pattern"; return 0; fi
-  for back in 0 1 2 3 4 5 6; do
-    day=$(date -u -d "$back days ago" +%Y%m%d)
-    image=${pattern//\{date\}/$day}
-    if docker image inspect "$image" >/dev/null 2>&1 || docker manifest inspect "$image" >/dev/null 2>&1; then
-      echo "gpu-container: image $image" >&2
-      echo "$image"; return 0
-    fi
+  local pattern=$1 checkout="" days=7 not_before="" tags=() tried=() image day back tag own
+  shift
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --days) days=${2:-}; shift 2 ;;
+      --not-before) not_before=${2:-}; shift 2 ;;
+      -*) die "resolve-image: unknown option '$1'" ;;
+      *) checkout=$1; shift ;;
+    esac
   done
-  [ -n "$fallback" ] || die "no image matches '$pattern' in the last 7 days and there is no fallback"
-  echo "gpu-container: no daily image in the last 7 days; release image $fallback" >&2
-  echo "$fallback"
+  [[ $days =~ ^[1-9][0-9]*$ ]] || die "resolve-image: --days must be a positive number (got '$days')"
+  [ -z "$not_before" ] || [[ $not_before =~ ^[0-9]{8}$ ]] ||
+    die "resolve-image: --not-before must be YYYYMMDD (got '$not_before')"
+  if [[ $pattern == *"{sglang_tag}"* ]]; then
+    if [ -z "$checkout" ] || [ ! -d "$checkout" ]; then
+      cannot "resolve-image: {sglang_tag} needs the SGLang checkout (got '${checkout:-nothing}')"
+    fi
+    mapfile -t tags < <(ranked_tags "$checkout")
+    if [ -f "$checkout/python/tools/get_version_tag.py" ]; then
+      # SGLang's own answer leads; ours only adds the tag before it.
+      own=$(cd "$checkout" && python3 python/tools/get_version_tag.py --tag-only 2>/dev/null)
+      if [ -n "$own" ] && [ "${tags[0]:-}" != "$own" ]; then
+        echo "gpu-container: get_version_tag.py --tag-only says $own (the ranking here: ${tags[0]:-none})" >&2
+        tags=("$own" "${tags[@]}")
+      fi
+    fi
+    [ ${#tags[@]} -gt 0 ] || cannot "resolve-image: no v*.*.* tag in $checkout (check it out with fetch-depth: 0)"
+    tags=("${tags[@]:0:2}")
+    echo "gpu-container: SGLang version tag ${tags[0]} (get_version_tag.py --tag-only rule)${tags[1]:+, then ${tags[1]}}" >&2
+  else
+    tags=("")
+  fi
+  if [[ $pattern != *"{date}"* ]]; then
+    image=${pattern//\{sglang_tag\}/${tags[0]}}
+    echo "$image"
+    return 0
+  fi
+  for ((back = 0; back < days; ++back)); do
+    day=$(date -u -d "$back days ago" +%Y%m%d)
+    if [ -n "$not_before" ] && [ "$day" -lt "$not_before" ]; then
+      echo "gpu-container: not trying images before $not_before (older than the DeepSeek-V4 code)" >&2
+      break
+    fi
+    for tag in "${tags[@]}"; do
+      image=${pattern//\{sglang_tag\}/$tag}
+      image=${image//\{date\}/$day}
+      tried+=("$image")
+      if image_exists "$image"; then
+        echo "gpu-container: image $image (tried: ${tried[*]})" >&2
+        echo "$image"
+        return 0
+      fi
+    done
+  done
+  cannot "resolve-image: no image exists for '$pattern'; tried: ${tried[*]:-nothing}"
+}
+
+# Runs "$@" up to DSV4_PULL_ATTEMPTS times, waiting DSV4_PULL_BACKOFF_S seconds (doubled each time,
+# at most 300) between attempts.
+with_backoff() {
+  local attempts=${DSV4_PULL_ATTEMPTS:-6} wait_s=${DSV4_PULL_BACKOFF_S:-30} n
+  for ((n = 1; ; ++n)); do
+    "$@" && return 0
+    if [ "$n" -ge "$attempts" ]; then
+      echo "gpu-container: '$*' failed $attempts times" >&2
+      return 1
+    fi
+    echo "gpu-container: '$*' failed (attempt $n of $attempts); retrying in ${wait_s}s" >&2
+    sleep "$wait_s"
+    wait_s=$((wait_s * 2 > 300 ? 300 : wait_s * 2))
+  done
+}
+
+docker_login() {
+  [ -n "${DOCKERHUB_USERNAME:-}" ] && [ -n "${DOCKERHUB_TOKEN:-}" ] || return 0
+  echo "gpu-container: logging in to Docker Hub as $DOCKERHUB_USERNAME"
+  # The token goes through stdin only: never on a command line or in a log.
+  # shellcheck disable=SC2016  # expanded by that sh, from its environment
+  if with_backoff sh -c 'printf "%s" "$DOCKERHUB_TOKEN" | docker login -u "$DOCKERHUB_USERNAME" --password-stdin >/dev/null 2>&1'; then
+    echo "gpu-container: Docker Hub login done"
+  else
+    echo "gpu-container: WARNING: Docker Hub login failed; pulling anonymously" >&2
+  fi
 }
 
 start() {
@@ -99,25 +264,40 @@ start() {
   local args=(run -dt --init --name "$name" --user root --ulimit nofile=65536:65536
               -v "$workspace:$workspace" -w "$workspace")
   if [ "$gpu" = 1 ]; then
-    # Only this pod's GPUs: the runner writes their render nodes to this file.
-    local devices="--device=/dev/dri"
-    [ -f /etc/podinfo/gha-render-devices ] && devices=$(cat /etc/podinfo/gha-render-devices)
-    read -r -a device_args <<<"$devices"
-    args+=(--device=/dev/kfd "${device_args[@]}" --group-add video --ipc=host
+    # Only this pod's GPUs: the runner writes their device options (one or more lines) to this
+    # file; without it the container would see every GPU of the node.
+    [ -s "$render_devices" ] ||
+      cannot "$render_devices is missing or empty: refusing to start a container with every GPU of the node"
+    local device_args=()
+    read -r -d '' -a device_args <"$render_devices"
+    args+=(--device=/dev/kfd "${device_args[@]}" --group-add video
            --cap-add=SYS_PTRACE --security-opt seccomp=unconfined)
   fi
   if [ -n "$hf" ]; then
+    local host mount home
     IFS=: read -r host mount home <<<"$hf"
-    if [ -d "$host" ]; then
-      args+=(-v "$host:$mount" -e "HF_HOME=$home")
-    else
-      echo "gpu-container: no HF cache at $host on this runner; models download into the container"
+    if [ -z "$host" ] || [ -z "$mount" ] || [ -z "$home" ]; then
+      die "--hf-cache needs HOST:MOUNT:HF_HOME (got '$hf')"
     fi
+    # A missing cache would start a download of the whole model (1.6 TB for DeepSeek-V4-Pro).
+    [ -d "$host" ] || cannot "the model cache $host does not exist on this runner (expected: --hf-cache $hf)"
+    # SGLang's amd_ci_start_container.sh: the cache, MIOpen's databases in it, tilelang importable.
+    args+=(-v "$host:$mount" -e "HF_HOME=$home"
+           -e "MIOPEN_USER_DB_PATH=$mount/miopen-cache" -e "MIOPEN_CUSTOM_CACHE_DIR=$mount/miopen-cache"
+           -e "PYTHONPATH=/opt/tilelang")
   fi
-  docker image inspect "$image" >/dev/null 2>&1 || docker pull "$image" || die "cannot pull $image"
+  docker_login
+  if ! docker image inspect "$image" >/dev/null 2>&1; then
+    with_backoff docker pull "$image" || cannot "cannot pull $image"
+  fi
+  local digest
+  digest=$(docker image inspect --format '{{join .RepoDigests " "}}' "$image" 2>/dev/null)
+  [ -n "$digest" ] || digest=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null)
+  echo "gpu-container: image $image, digest ${digest:-unknown}"
+  args+=(-e "DSV4_IMAGE=$image" -e "DSV4_IMAGE_DIGEST=${digest:-unknown}")
   docker rm -f "$name" >/dev/null 2>&1
   # "$@": extra options from the registry (e.g. --shm-size 32g), split on spaces by the caller.
-  docker "${args[@]}" "$@" "$image" sleep infinity >/dev/null || die "docker run failed for $image"
+  docker "${args[@]}" "$@" "$image" sleep infinity >/dev/null || cannot "docker run failed for $image"
   docker exec "$name" git config --global --add safe.directory '*' >/dev/null 2>&1
   echo "gpu-container: $name started from $image"
 }
@@ -135,7 +315,8 @@ exec_in() {
     esac
   done
   [ $# -ge 1 ] || die "exec needs a command after --"
-  for v in GITHUB_RUN_ID GITHUB_RUN_ATTEMPT GITHUB_SHA GITHUB_EVENT_NAME GITHUB_REF GITHUB_WORKSPACE; do
+  for v in GITHUB_RUN_ID GITHUB_RUN_ATTEMPT GITHUB_SHA GITHUB_EVENT_NAME GITHUB_REF GITHUB_WORKSPACE \
+           GITHUB_WORKFLOW GITHUB_REPOSITORY; do
     [ -n "${!v:-}" ] && args+=(-e "$v")
   done
   : >"$summary"
@@ -167,6 +348,6 @@ case "$cmd" in
   start) start "$@" ;;
   exec) exec_in "$@" ;;
   stop) stop "$@" ;;
-  -h|--help) sed -n '2,20p' "$0" ;;
+  -h|--help) sed -n '2,32p' "$0" ;;
   *) die "unknown command '$cmd' (clear-vram, resolve-image, start, exec, stop)" ;;
 esac
