@@ -2,18 +2,19 @@
 # The container of a GPU job, as the AMD fleets run them: started by a step (no `container:` key)
 # with only this pod's GPUs, commands through `docker exec`, removed by an always() step.
 #
-#   ci/gpu-container.sh clear-vram
+#   ci/gpu-container.sh clear-vram [--vendor amd|nvidia]
 #       stop leftover GPU containers; when VRAM is held, kill the processes holding /dev/kfd or
-#       /dev/dri/* (SIGTERM, then SIGKILL) and check again, three times; fail with fuser/lsof,
-#       rocm-smi and docker diagnostics when it stays held or when rocm-smi is missing
+#       /dev/dri/* (nvidia: /dev/nvidia*) (SIGTERM, then SIGKILL) and check again, three times;
+#       fail with fuser/lsof, rocm-smi (nvidia-smi) and docker diagnostics when it stays held or
+#       when rocm-smi (nvidia-smi) is missing
 #   ci/gpu-container.sh resolve-image PATTERN [SGLANG_CHECKOUT] [--days N] [--not-before YYYYMMDD]
 #       print the image: {sglang_tag} = SGLang's version tag (python/tools/get_version_tag.py
 #       --tag-only: the highest v*.*.* tag across branches) and the tag before it, {date} = the
 #       newest day of the last N (7) that has an image, never a day before --not-before; every
 #       tag tried is listed; none found: exit 3 with the list (there is no older fallback)
-#   ci/gpu-container.sh start [--no-gpu] [--hf-cache HOST:MOUNT:HF_HOME] NAME IMAGE [docker run options]
+#   ci/gpu-container.sh start [--no-gpu | --vendor amd|nvidia] [--hf-cache HOST:MOUNT:HF_HOME] NAME IMAGE [docker run options]
 #       docker run --init with /dev/kfd and every device of /etc/podinfo/gha-render-devices (a
-#       missing or empty file refuses to start), the workspace mounted at its own path, the HF
+#       missing or empty file refuses to start; nvidia: --gpus all), the workspace mounted at its own path, the HF
 #       cache (which must exist) with SGLang's MIOpen cache and tilelang path; the image pulled
 #       with retries and back-off, after a docker login when DOCKERHUB_USERNAME/DOCKERHUB_TOKEN
 #       are set; DSV4_IMAGE and DSV4_IMAGE_DIGEST set in the container for the reports
@@ -35,9 +36,17 @@ workspace=${GITHUB_WORKSPACE:-$PWD}
 dev_dir=${DSV4_DEV_DIR:-/dev}
 render_devices=${DSV4_RENDER_DEVICES:-/etc/podinfo/gha-render-devices}
 
-# The most VRAM any visible GPU holds, in MiB; fails (no output) when rocm-smi's answer cannot be
-# read, so an unreadable answer never counts as clear.
+vendor=amd
+smi=rocm-smi
+
+# The most VRAM any visible GPU holds, in MiB; fails (no output) when the answer of rocm-smi
+# (nvidia-smi) cannot be read, so an unreadable answer never counts as clear.
 vram_used_mib() {
+  if [ "$vendor" = nvidia ]; then
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits 2>/dev/null |
+      awk '/^ *[0-9]+ *$/ { n++; if ($1 > m) m = $1 } END { if (!n) exit 1; print m + 0 }'
+    return
+  fi
   rocm-smi --showmeminfo vram --json 2>/dev/null | python3 -c '
 import json, sys
 try:
@@ -53,7 +62,7 @@ print(max(used) // (1 << 20))'
 
 gpu_device_files() {
   local f
-  for f in "$dev_dir/kfd" "$dev_dir"/dri/renderD* "$dev_dir"/dri/card*; do
+  for f in "$dev_dir/kfd" "$dev_dir"/dri/renderD* "$dev_dir"/dri/card* "$dev_dir"/nvidia[0-9]*; do
     [ -e "$f" ] && echo "$f"
   done
 }
@@ -63,7 +72,7 @@ stop_gpu_containers() {
   command -v docker >/dev/null 2>&1 || return 0
   local ids
   ids=$(docker ps -aq 2>/dev/null | while read -r id; do
-    docker inspect "$id" 2>/dev/null | grep -qE '"PathOnHost": *"/dev/(kfd|dri)' && echo "$id"
+    docker inspect "$id" 2>/dev/null | grep -qE '"PathOnHost": *"/dev/(kfd|dri|nvidia)|"Capabilities": *\[ *\[ *"gpu"' && echo "$id"
   done)
   [ -n "$ids" ] || return 0
   echo "gpu-container: removing leftover GPU containers: $(echo "$ids" | tr '\n' ' ')"
@@ -107,10 +116,15 @@ gpu_diagnostics() {
   else
     echo "lsof is not installed"
   fi
-  echo "=== rocm-smi --showpids ==="
-  timeout 30 rocm-smi --showpids 2>&1
-  echo "=== rocm-smi --showmemuse ==="
-  timeout 30 rocm-smi --showmemuse 2>&1
+  if [ "$vendor" = nvidia ]; then
+    echo "=== nvidia-smi ==="
+    timeout 30 nvidia-smi 2>&1
+  else
+    echo "=== rocm-smi --showpids ==="
+    timeout 30 rocm-smi --showpids 2>&1
+    echo "=== rocm-smi --showmemuse ==="
+    timeout 30 rocm-smi --showmemuse 2>&1
+  fi
   echo "=== containers ==="
   command -v docker >/dev/null 2>&1 && docker ps -a 2>&1
   return 0
@@ -118,8 +132,8 @@ gpu_diagnostics() {
 
 clear_vram() {
   local limit_mib=${DSV4_VRAM_LIMIT_MIB:-1024} wait_s=${DSV4_VRAM_WAIT_S:-30} used attempt
-  if ! command -v rocm-smi >/dev/null 2>&1; then
-    cannot "rocm-smi is not installed: VRAM cannot be checked, so the GPUs are not known to be free"
+  if ! command -v "$smi" >/dev/null 2>&1; then
+    cannot "$smi is not installed: VRAM cannot be checked, so the GPUs are not known to be free"
   fi
   stop_gpu_containers
   for attempt in 0 1 2 3; do
@@ -138,7 +152,7 @@ clear_vram() {
       fi
       echo "gpu-container: $used MiB of VRAM held on a GPU (limit $limit_mib)"
     else
-      echo "gpu-container: VRAM use could not be read from rocm-smi"
+      echo "gpu-container: VRAM use could not be read from $smi"
     fi
     [ "$attempt" -gt 0 ] && gpu_diagnostics
   done
@@ -255,6 +269,9 @@ start() {
   while [ $# -gt 0 ]; do
     case "$1" in
       --no-gpu) gpu=0; shift ;;
+      --vendor)
+        case "${2:-}" in amd | nvidia) vendor=$2 ;; *) die "--vendor must be amd or nvidia (got '${2:-}')" ;; esac
+        shift 2 ;;
       --hf-cache) hf=${2:-}; shift 2 ;;
       *) break ;;
     esac
@@ -263,7 +280,9 @@ start() {
   name=$1 image=$2; shift 2
   local args=(run -dt --init --name "$name" --user root --ulimit nofile=65536:65536
               -v "$workspace:$workspace" -w "$workspace")
-  if [ "$gpu" = 1 ]; then
+  if [ "$gpu" = 1 ] && [ "$vendor" = nvidia ]; then
+    args+=(--gpus all --cap-add=SYS_PTRACE)
+  elif [ "$gpu" = 1 ]; then
     # Only this pod's GPUs: the runner writes their device options (one or more lines) to this
     # file; without it the container would see every GPU of the node.
     [ -s "$render_devices" ] ||
@@ -342,6 +361,15 @@ stop() {
 }
 
 cmd=${1:-}; shift || true
+# --vendor right after clear-vram or start picks the GPU vendor (default amd).
+if [ "${1:-}" = --vendor ]; then
+  case "${2:-}" in
+    amd) ;;
+    nvidia) vendor=nvidia smi=nvidia-smi ;;
+    *) die "--vendor must be amd or nvidia (got '${2:-}')" ;;
+  esac
+  shift 2
+fi
 case "$cmd" in
   clear-vram) clear_vram ;;
   resolve-image) [ $# -ge 1 ] || die "resolve-image needs PATTERN"; resolve_image "$@" ;;

@@ -259,3 +259,26 @@ make_checkout() {
   [ "$status" -eq 0 ]
   [ "${lines[-1]}" = "rocm/sgl-dev:v0.6.0-rocm720-mi35x-$today" ]
 }
+
+@test "nvidia runners: nvidia-smi answers the VRAM check; the container gets --gpus all" {
+  fake nvidia-smi <<'EOS'
+[ "$1" = --query-gpu=memory.used ] && printf '3\n12\n'
+exit 0
+EOS
+  run bash "$ROOT/ci/gpu-container.sh" clear-vram --vendor nvidia
+  show
+  [ "$status" -eq 0 ]
+  [[ $output == *"VRAM clear (at most 12 MiB"* ]]
+  echo img >"$FAKE_IMAGES"
+  run bash "$ROOT/ci/gpu-container.sh" start --vendor nvidia c1 img
+  show
+  [ "$status" -eq 0 ]
+  line=$(grep '^docker run' "$FAKE_LOG")
+  [[ $line == *"--gpus all"* ]] && [[ $line != *kfd* ]]
+  rm "$BIN/nvidia-smi"
+  PATH="$BIN:/usr/bin:/bin"
+  [ ! -x /usr/bin/nvidia-smi ] || skip "this machine has a real nvidia-smi"
+  run bash "$ROOT/ci/gpu-container.sh" clear-vram --vendor nvidia
+  [ "$status" -eq 3 ]
+  [[ $output == *"nvidia-smi is not installed"* ]]
+}
