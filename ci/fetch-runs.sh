@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Downloads the artifacts of a workflow's last completed runs into OUT/<run id>/ (gh run list and
 # gh run download; GH_TOKEN needs actions: read), for the report job's triage.
-# usage: ci/fetch-runs.sh --workflow FILE --branch B --event E --limit N [--exclude RUN_ID] --out DIR
+# usage: ci/fetch-runs.sh --workflow FILE|NAME --branch B --event E|any --limit N [--exclude RUN_ID] --out DIR
+# (GH_REPO names the repository when the checkout is another one's, as in a reusable workflow.)
 set -uo pipefail
 workflow="" branch=main event=schedule limit=3 exclude="" out=""
 while [ $# -gt 0 ]; do
@@ -18,7 +19,9 @@ done
 if [ -z "$workflow" ] || [ -z "$out" ]; then echo "fetch-runs: --workflow and --out are required" >&2; exit 2; fi
 mkdir -p "$out"
 command -v gh >/dev/null || { echo "fetch-runs: gh is not installed; triage compares with no earlier run"; exit 0; }
-ids=$(gh run list --workflow "$workflow" --branch "$branch" --event "$event" --status completed \
+events=(--event "$event")
+[ "$event" = any ] && events=()
+ids=$(gh run list --workflow "$workflow" --branch "$branch" "${events[@]}" --status completed \
         --limit $((limit + 1)) --json databaseId --jq '.[].databaseId' | grep -vx "${exclude:-none}" | head -n "$limit")
 for id in $ids; do
   if gh run download "$id" --dir "$out/$id" --pattern '*-attempt*'; then

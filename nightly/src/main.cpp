@@ -9,6 +9,7 @@
 #include <iostream>
 #include <optional>
 #include <set>
+#include <sstream>
 
 #include <cxxopts.hpp>
 
@@ -34,6 +35,7 @@ commands:
             runs an unregistered suite, a preset is unknown, or a preset or test runs in no workflow
   run       run one suite (nightly/run-suite wraps this)
   triage    label this run's failures new or pre-existing against earlier runs' artifacts
+  dormant   list the tests that skipped in every run of every workflow given (exit 1 when any)
   sanitize  the labelled tests under compute-sanitizer
   table     the families x checks table of a JUnit file
 
@@ -142,7 +144,8 @@ int cmd_validate(int argc, char** argv) {
   std::cout << reg.file << ": " << reg.suites.size() << " suites\n";
   for (const auto& s : reg.suites)
     std::cout << "  " << s.name << "  " << kind_name(s.kind) << "  "
-              << (s.schedule == Schedule::kWeekly ? "weekly" : "nightly") << "  " << s.runs_on
+              << (s.schedule == Schedule::kWeekly ? "weekly" : "nightly") << "  job " << s.job
+              << "  " << s.runner << " (" << s.runs_on << ")"
               << "  " << s.timeout_minutes << " min\n";
   for (const auto& m : reg.manual)
     std::cout << "  manual " << (m.test ? "test" : "configure") << " preset " << m.preset << ": "
@@ -239,6 +242,8 @@ int cmd_triage(int argc, char** argv) {
       "needs-env", "variable holding the report job's toJSON(needs)",
       cxxopts::value<std::string>()->default_value("NEEDS"))(
       "summary", "append the Markdown here (e.g. $GITHUB_STEP_SUMMARY)",
+      cxxopts::value<std::string>()->default_value(""))(
+      "registry", "the suite registry: which suites each job runs",
       cxxopts::value<std::string>()->default_value(""));
   const auto r = parse(o, argc, argv);
   if (!r) return 0;
@@ -249,11 +254,51 @@ int cmd_triage(int argc, char** argv) {
   t.runs = (*r)["runs"].as<int>();
   if (const char* n = std::getenv(str(*r, "needs-env").c_str()); n && *n)
     t.needs = nlohmann::json::parse(n);
+  if (!str(*r, "registry").empty())
+    for (const auto& s : load_registry(str(*r, "registry")).suites) t.job_suites[s.job].push_back(s.name);
   int fresh = 0;
   const std::string md = triage(t, fresh);
   std::cout << md;
   if (!str(*r, "summary").empty()) append_text(str(*r, "summary"), md + "\n");
   return 0;
+}
+
+int cmd_dormant(int argc, char** argv) {
+  auto o = options("dormant", "Tests that skipped in every run given (each folder one run)");
+  o.add_options()("summary", "append the Markdown here (e.g. $GITHUB_STEP_SUMMARY)",
+                  cxxopts::value<std::string>()->default_value(""))(
+      "runs", "run folders", cxxopts::value<std::vector<std::string>>());
+  o.parse_positional({"runs"});
+  o.positional_help("RUN_DIR...");
+  const auto r = parse(o, argc, argv);
+  if (!r) return 0;
+  if (!r->count("runs")) throw Usage("name at least one run folder");
+  int runs = 0, tests = 0;
+  const auto dormant = dormant_tests((*r)["runs"].as<std::vector<std::string>>(), runs, tests);
+  std::ostringstream md;
+  md << "## Dormant tests: skipped in every run that has them\n\n";
+  if (runs == 0) {
+    md << "No JUnit file in any of the run folders given: nothing could be checked.\n";
+    std::cout << md.str();
+    if (!str(*r, "summary").empty()) append_text(str(*r, "summary"), md.str() + "\n");
+    return kCouldNotRun;
+  }
+  md << runs << " runs read, " << tests << " tests; " << dormant.size()
+     << " skipped in every run that has them.\n";
+  if (!dormant.empty()) {
+    md << "\n| test | runs | skip reason |\n|---|---|---|\n";
+    for (const auto& d : dormant) {
+      std::string why = d.reason;
+      for (auto& c : why)
+        if (c == '|' || c == '\n') c = ' ';
+      md << "| `" << d.name << "` | " << d.runs << " | " << why << " |\n";
+    }
+    md << "\nA dormant test checks nothing: give it a label a workflow runs where it can run "
+          "(e.g. gpu), or set what it needs in a suite.\n";
+  }
+  std::cout << md.str();
+  if (!str(*r, "summary").empty()) append_text(str(*r, "summary"), md.str() + "\n");
+  return dormant.empty() ? kPass : kGateFailed;
 }
 
 int cmd_sanitize(int argc, char** argv) {
@@ -327,6 +372,7 @@ int main(int argc, char** argv) {
   static const std::map<std::string, int (*)(int, char**)> commands = {
       {"validate", cmd_validate}, {"render", cmd_render}, {"check", cmd_check},
       {"run", cmd_run},           {"triage", cmd_triage}, {"sanitize", cmd_sanitize},
+      {"dormant", cmd_dormant},
       {"table", cmd_table}};
   auto it = commands.find(cmd);
   if (it == commands.end()) {

@@ -107,6 +107,13 @@ class Reader {
     return static_cast<int>(n);
   }
 
+  bool boolean(const json& obj, const std::string& path, const char* key, bool def) const {
+    if (!obj.contains(key)) return def;
+    const json& v = obj.at(key);
+    if (!v.is_boolean()) fail(join(path, key), "must be true or false", &v);
+    return v.get<bool>();
+  }
+
   std::vector<std::string> strings(const json& obj, const std::string& path, const char* key,
                                    bool required, bool nonempty) const {
     const std::string p = join(path, key);
@@ -176,13 +183,25 @@ bool mentions(const std::vector<std::string>& args, const std::string& token) {
 void parse_container(const Reader& r, const json& j, const std::string& p, Container& c) {
   if (!j.contains("container")) r.fail(join(p, "container"), "is required", nullptr);
   const std::string cp = join(p, "container");
-  r.keys(j.at("container"), cp, {"image", "fallback_image", "options"}, {"image"});
-  c.image = r.str(j.at("container"), cp, "image", true);
-  c.fallback_image = r.str(j.at("container"), cp, "fallback_image", false);
-  c.options = r.str(j.at("container"), cp, "options", false);
+  const json& cj = j.at("container");
+  if (cj.is_object() && cj.contains("fallback_image"))
+    r.fail(join(cp, "fallback_image"),
+           "is gone: an image older than the code under test is never used (set not_before)",
+           &cj.at("fallback_image"));
+  r.keys(cj, cp, {"image", "not_before", "days", "options"}, {"image"});
+  c.image = r.str(cj, cp, "image", true);
+  static const std::regex day_re("^20[0-9]{2}(0[1-9]|1[0-2])(0[1-9]|[12][0-9]|3[01])$");
+  c.not_before = r.matching(cj, cp, "not_before", false, day_re, "a date YYYYMMDD");
+  if (c.image.find("{date}") != std::string::npos && c.not_before.empty())
+    r.fail(join(cp, "not_before"),
+           "is required with {date}: the oldest image day that holds the code under test", nullptr);
+  c.days = r.integer(cj, cp, "days", 1, 30, false, 7);
+  c.options = r.str(cj, cp, "options", false);
   if (c.options.find('\'') != std::string::npos || c.options.find('"') != std::string::npos)
     r.fail(join(cp, "options"), "must not contain quotes (it is split on spaces)",
-           &j.at("container").at("options"));
+           &cj.at("options"));
+  if (c.options.find("--ipc") != std::string::npos)
+    r.fail(join(cp, "options"), "must not set --ipc (host IPC voids --shm-size)", &cj.at("options"));
 }
 
 void parse_e2e(const Reader& r, const json& j, const std::string& p, Suite& s) {
@@ -194,7 +213,8 @@ void parse_e2e(const Reader& r, const json& j, const std::string& p, Suite& s) {
   if (!j.contains("run")) r.fail(join(p, "run"), "is required for an e2e suite", nullptr);
   const std::string sp = join(p, "server");
   const json& sj = j.at("server");
-  r.keys(sj, sp, {"model", "command", "env", "port", "ready_timeout_s", "stop_grace_s"},
+  r.keys(sj, sp,
+         {"model", "command", "env", "port", "ready_timeout_s", "stop_grace_s", "allow_download"},
          {"model", "command"});
   s.server.model = r.matching(sj, sp, "model", true, word_re(), "a Hugging Face model id");
   s.server.command = r.strings(sj, sp, "command", true, true);
@@ -208,6 +228,7 @@ void parse_e2e(const Reader& r, const json& j, const std::string& p, Suite& s) {
   s.server.port = r.integer(sj, sp, "port", 0, 65535, false, 0);
   s.server.ready_timeout_s = r.integer(sj, sp, "ready_timeout_s", 1, 86400, false, 1800);
   s.server.stop_grace_s = r.integer(sj, sp, "stop_grace_s", 1, 600, false, 30);
+  s.server.allow_download = r.boolean(sj, sp, "allow_download", false);
 
   const std::string rp = join(p, "run");
   const json& rj = j.at("run");
@@ -242,8 +263,30 @@ void parse_e2e(const Reader& r, const json& j, const std::string& p, Suite& s) {
 }
 
 void parse_kernels(const Reader& r, const json& j, const std::string& p, Suite& s) {
-  for (const char* k : {"server", "run", "retries"})
+  for (const char* k : {"server", "run", "retries", "job"})
     if (j.contains(k)) r.fail(join(p, k), "is for e2e suites only", &j.at(k));
+  s.qualify = r.str(j, p, "qualify", false);
+  if (!s.qualify.empty() && s.qualify != "asan")
+    r.fail(join(p, "qualify"), "must be \"asan\" (ci/asan-qualify.sh)", &j.at("qualify"));
+  if (j.contains("extra_steps")) {
+    const std::string xp = join(p, "extra_steps");
+    const json& xj = j.at("extra_steps");
+    if (!xj.is_array()) r.fail(xp, "must be an array of {\"name\": ..., \"run\": ...}", &xj);
+    for (size_t i = 0; i < xj.size(); ++i) {
+      r.keys(xj[i], at(xp, i), {"name", "run"}, {"name", "run"});
+      ExtraStep e{r.str(xj[i], at(xp, i), "name", true), r.str(xj[i], at(xp, i), "run", true)};
+      if (e.run.find('\'') != std::string::npos)
+        r.fail(at(xp, i) + ".run", "must not contain single quotes (it runs in bash -c '...')",
+               &xj[i].at("run"));
+      try {
+        (void)substitute(e.run, {{"artifacts", ""}, {"build", ""}});
+      } catch (const std::invalid_argument& ex) {
+        r.fail(at(xp, i) + ".run", std::string(ex.what()) + " (known: {artifacts}, {build})",
+               &xj[i].at("run"));
+      }
+      s.extra_steps.push_back(e);
+    }
+  }
   if (!j.contains("build")) r.fail(join(p, "build"), "is required for a kernels suite", nullptr);
   const std::string bp = join(p, "build");
   r.keys(j.at("build"), bp, {"preset", "targets"}, {"preset"});
@@ -302,9 +345,10 @@ void parse_kernels(const Reader& r, const json& j, const std::string& p, Suite& 
 
 void parse_suite(const Reader& r, const json& j, const std::string& p, Suite& s) {
   r.keys(j, p,
-         {"name", "kind", "schedule", "description", "runs_on", "timeout_minutes", "container",
-          "env", "sources", "build", "server", "run", "retries", "ctest"},
-         {"name", "kind", "runs_on", "timeout_minutes", "container"});
+         {"name", "job", "kind", "schedule", "description", "runner", "timeout_minutes",
+          "container", "env", "sources", "build", "server", "run", "retries", "ctest", "qualify",
+          "extra_steps"},
+         {"name", "kind", "runner", "timeout_minutes", "container"});
   s.name = r.matching(j, p, "name", true, name_re(),
                       "lower-case letters, digits and '-', starting with a letter");
   for (const char* word : {"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
@@ -322,7 +366,9 @@ void parse_suite(const Reader& r, const json& j, const std::string& p, Suite& s)
   else if (schedule != "nightly")
     r.fail(join(p, "schedule"), "must be \"nightly\" or \"weekly\"", &j.at("schedule"));
   s.description = r.str(j, p, "description", false);
-  s.runs_on = r.matching(j, p, "runs_on", true, word_re(), "a runner label without spaces");
+  s.runner = r.str(j, p, "runner", true);
+  s.job = r.matching(j, p, "job", false, name_re(),
+                     "lower-case letters, digits and '-', starting with a letter", s.name);
   s.timeout_minutes = r.integer(j, p, "timeout_minutes", 1, 4320, true, 60);
   parse_container(r, j, p, s.container);
   s.env = r.env(j, p, "env");
@@ -362,6 +408,12 @@ const std::vector<std::string>& launch_fields() {
   return fields;
 }
 
+const RunnerClass* NightlyWorkflow::runner(const std::string& name) const {
+  for (const auto& c : runners)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
 const Suite* Registry::find(const std::string& name) const {
   for (const auto& s : suites)
     if (s.name == name) return &s;
@@ -373,8 +425,9 @@ namespace {
 void parse_nightly(const Reader& r, const json& n, NightlyWorkflow& w) {
   r.keys(n, "nightly",
          {"name", "cron", "weekly_cron", "repository", "artifact_dir", "retention_days",
-          "triage_runs", "report_runs_on", "tools", "hf_cache", "sglang"},
-         {"cron", "weekly_cron", "repository", "tools", "hf_cache", "sglang"});
+          "triage_runs", "report_runs_on", "reusable", "dormancy_workflows", "runners", "tools",
+          "hf_cache", "sglang"},
+         {"cron", "weekly_cron", "repository", "runners", "tools", "hf_cache", "sglang"});
   w.name = r.str(n, "nightly", "name", false, "nightly");
   static const std::regex cron_re(R"(^\S+( \S+){4}$)");
   for (const char* key : {"cron", "weekly_cron"}) {
@@ -392,6 +445,30 @@ void parse_nightly(const Reader& r, const json& n, NightlyWorkflow& w) {
   w.triage_runs = r.integer(n, "nightly", "triage_runs", 3, 20, false, 3);
   w.report_runs_on = r.matching(n, "nightly", "report_runs_on", false, word_re(), "a runner label",
                                 "ubuntu-latest");
+  w.reusable = r.matching(n, "nightly", "reusable", false, name_re(), "a workflow file name",
+                          "nightly-suites");
+  w.dormancy_workflows = r.strings(n, "nightly", "dormancy_workflows", false, false);
+  for (size_t i = 0; i < w.dormancy_workflows.size(); ++i)
+    if (!std::regex_match(w.dormancy_workflows[i], name_re()))
+      r.fail(at("nightly.dormancy_workflows", i), "must be a workflow name like pr",
+             &n.at("dormancy_workflows")[i]);
+  const json& rc = n.at("runners");
+  r.object(rc, "nightly.runners");
+  if (rc.empty()) r.fail("nightly.runners", "must name at least one runner class", &rc);
+  static const std::regex class_re("^[a-z][a-z0-9]*(-[a-z0-9]+)*$");
+  for (auto it = rc.begin(); it != rc.end(); ++it) {
+    const std::string cp = join("nightly.runners", it.key());
+    if (!std::regex_match(it.key(), class_re))
+      r.fail(cp, "is not a runner class name (lower-case letters, digits and '-')", &it.value());
+    r.keys(it.value(), cp, {"label", "vendor"}, {"label", "vendor"});
+    RunnerClass c;
+    c.name = it.key();
+    c.label = r.matching(it.value(), cp, "label", true, word_re(), "a runner label");
+    c.vendor = r.str(it.value(), cp, "vendor", true);
+    if (c.vendor != "amd" && c.vendor != "nvidia")
+      r.fail(join(cp, "vendor"), "must be \"amd\" or \"nvidia\"", &it.value().at("vendor"));
+    w.runners.push_back(c);
+  }
   const json& t = n.at("tools");
   r.keys(t, "nightly.tools", {"runs_on", "image", "max_glibc", "max_glibcxx"},
          {"image", "max_glibc", "max_glibcxx"});
@@ -412,10 +489,12 @@ void parse_nightly(const Reader& r, const json& n, NightlyWorkflow& w) {
   w.hf_cache.hf_home =
       r.matching(h, "nightly.hf_cache", "hf_home", true, abs_re, "an absolute path");
   const json& g = n.at("sglang");
-  r.keys(g, "nightly.sglang", {"repository", "ref", "install"}, {"repository", "ref", "install"});
+  r.keys(g, "nightly.sglang", {"repository", "ref", "install_args"}, {"repository", "ref"});
   w.sglang.repository = r.matching(g, "nightly.sglang", "repository", true, repo_re, "owner/name");
   w.sglang.ref = r.matching(g, "nightly.sglang", "ref", true, word_re(), "a git ref");
-  w.sglang.install = r.str(g, "nightly.sglang", "install", true);
+  static const std::regex args_re("^[A-Za-z0-9_.=, -]*$");
+  w.sglang.install_args = r.matching(g, "nightly.sglang", "install_args", false, args_re,
+                                     "ci/sglang-install.sh options without quotes");
 }
 
 }  // namespace
@@ -427,8 +506,8 @@ Registry parse_registry(const json& doc, const std::string& file) {
   r.keys(doc, "(top level)",
          {"$comment", "schema", "nightly", "pr", "manual", "e2e_defaults", "suites"},
          {"schema", "nightly", "pr", "suites"});
-  if (!doc.at("schema").is_number_integer() || doc.at("schema").get<long>() != 2)
-    r.fail("schema", "must be 2 (the version this loader reads)", &doc.at("schema"));
+  if (!doc.at("schema").is_number_integer() || doc.at("schema").get<long>() != 3)
+    r.fail("schema", "must be 3 (the version this loader reads)", &doc.at("schema"));
   parse_nightly(r, doc.at("nightly"), reg.nightly);
 
   const json& pr = doc.at("pr");
@@ -488,7 +567,40 @@ Registry parse_registry(const json& doc, const std::string& file) {
                &suites[i].at("name"));
     if (!names.insert(s.name).second)
       r.fail(at("suites", i) + ".name", "is registered twice", &suites[i].at("name"));
+    const RunnerClass* rc = reg.nightly.runner(s.runner);
+    if (rc == nullptr) {
+      std::string known;
+      for (const auto& c : reg.nightly.runners) known += (known.empty() ? "" : ", ") + c.name;
+      r.fail(at("suites", i) + ".runner", "is not a class of nightly.runners (known: " + known + ")",
+             &sj.at("runner"));
+    }
+    s.runs_on = rc->label;
     reg.suites.push_back(std::move(s));
+  }
+  // Suites sharing a job run in one container one after the other: same kind (e2e), schedule,
+  // runner and container; a job id is not also another suite's own name.
+  for (size_t i = 0; i < reg.suites.size(); ++i) {
+    const Suite& s = reg.suites[i];
+    if (s.job != s.name && names.count(s.job))
+      r.fail(at("suites", i) + ".job", "is the name of another suite", &suites[i].at("job"));
+    for (const char* reserved : {"report", "tools"})
+      if (s.job == reserved)
+        r.fail(at("suites", i) + ".job", std::string("\"") + reserved + "\" is the name of a job",
+               &suites[i].at("job"));
+    for (size_t k = 0; k < i; ++k) {
+      const Suite& o = reg.suites[k];
+      if (o.job != s.job) continue;
+      const char* differs = o.schedule != s.schedule                 ? "schedule"
+                            : o.runner != s.runner                   ? "runner"
+                            : o.container.image != s.container.image ? "container.image"
+                            : o.container.options != s.container.options ? "container.options"
+                            : o.container.not_before != s.container.not_before ? "container.not_before"
+                                                                                : nullptr;
+      if (differs)
+        r.fail(at("suites", i) + ".job",
+               "shares job '" + s.job + "' with " + o.name + " but not its " + differs,
+               &suites[i].at("job"));
+    }
   }
   return reg;
 }

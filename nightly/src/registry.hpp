@@ -27,9 +27,17 @@ class RegistryError : public std::runtime_error {
 
 // The job's container, started by a step (ci/gpu-container.sh) with only the pod's GPUs.
 struct Container {
-  std::string image;           // may hold {date} and {sglang_tag} (resolved at start)
-  std::string fallback_image;  // a release image, used when no daily image resolves
-  std::string options;         // extra docker run options (shared memory, ...)
+  std::string image;       // may hold {date} and {sglang_tag} (resolved at start)
+  std::string not_before;  // YYYYMMDD: no {date} image older than this (the code under test)
+  int days = 7;            // {date}: the newest of the last `days` days that has an image
+  std::string options;     // extra docker run options (shared memory, ...)
+};
+
+// A step run in the job's container after the suite (kernels): `{artifacts}` is the suite's
+// absolute artifact folder, `{build}` its build folder.
+struct ExtraStep {
+  std::string name;
+  std::string run;
 };
 
 struct Build {
@@ -45,6 +53,7 @@ struct Server {
   int port = 0;  // 0: run-suite picks a free port, or reads {port_file} when the command has it
   int ready_timeout_s = 1800;
   int stop_grace_s = 30;
+  bool allow_download = false;  // false: a model missing from the HF cache is could-not-run
 };
 
 // e2e: the runner that measures the server and applies the gates. Placeholders: {url}, {out}.
@@ -71,10 +80,13 @@ enum class Schedule { kNightly, kWeekly };
 
 struct Suite {
   std::string name;
+  std::string job;  // the workflow job that runs it (default: its name); e2e suites of one job
+                    // share its setup and run as consecutive steps
   Kind kind = Kind::kKernels;
   Schedule schedule = Schedule::kNightly;
   std::string description;
-  std::string runs_on;
+  std::string runner;   // a class of nightly.runners
+  std::string runs_on;  // that class's runner label
   int timeout_minutes = 60;
   Container container;
   std::map<std::string, std::string> env;
@@ -84,6 +96,8 @@ struct Suite {
   Runner run;       // e2e only
   int retries = 0;  // e2e: reruns after a could-not-run attempt (with HF_HUB_OFFLINE=1)
   Ctest ctest;      // kernels only
+  std::string qualify;  // kernels: "asan" runs ci/asan-qualify.sh before the suite
+  std::vector<ExtraStep> extra_steps;  // kernels: after the suite, in its container
 };
 
 // The e2e launch fields that must name their source in `sources`.
@@ -105,11 +119,20 @@ struct HfCache {
   std::string hf_home;
 };
 
-// SGLang checked out beside the project and installed into the e2e container.
+// SGLang checked out beside the project and installed into the e2e container
+// (ci/sglang-install.sh sglang INSTALL_ARGS), or checked against the image's SGLang.
 struct Sglang {
   std::string repository = "sgl-project/sglang";
   std::string ref = "main";
-  std::string install;  // run in the container from the checkout
+  std::string install_args;  // ci/sglang-install.sh options: extras, Dockerfile stage, GPU archs
+};
+
+// A class of self-hosted runners: its label (the reusable workflow's input `runs_on_<class>`
+// defaults to it) and GPU vendor (how ci/gpu-container.sh gives the container its GPUs).
+struct RunnerClass {
+  std::string name;
+  std::string label;
+  std::string vendor = "amd";  // "amd" or "nvidia"
 };
 
 struct NightlyWorkflow {
@@ -121,9 +144,15 @@ struct NightlyWorkflow {
   int retention_days = 14;
   int triage_runs = 3;  // earlier scheduled runs the report compares with
   std::string report_runs_on = "ubuntu-latest";
+  std::string reusable = "nightly-suites";  // the reusable workflow's file name (without .yml)
+  // Workflows whose runs the report reads for dormant tests (skipped in every run of each).
+  std::vector<std::string> dormancy_workflows;
+  std::vector<RunnerClass> runners;
   Tools tools;
   HfCache hf_cache;
   Sglang sglang;
+
+  const RunnerClass* runner(const std::string& name) const;
 };
 
 // A preset (configure or test) that no workflow runs, with the reason and how to run it.

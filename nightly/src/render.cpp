@@ -13,6 +13,8 @@ namespace dsv4::nightly {
 
 namespace {
 
+const char* schedule_name(Schedule s) { return s == Schedule::kWeekly ? "weekly" : "nightly"; }
+
 std::string workflow_name(const Registry& reg, Schedule s) {
   return s == Schedule::kNightly ? reg.nightly.name : "weekly";
 }
@@ -33,16 +35,21 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-std::string suite_if(const std::string& name) {
-  return "github.event_name != 'workflow_dispatch' || inputs.suites == 'all' || "
-         "contains(format(',{0},', inputs.suites), '," +
-         name + ",')";
+std::string selected(const std::string& suite) {
+  return "contains(format(',{0},', inputs.suites), '," + suite + ",')";
 }
 
-std::map<std::string, std::string> common_vars(const Registry& reg, Schedule sch) {
+std::string runner_input(const std::string& runner_class) {
+  std::string s = "runs_on_" + runner_class;
+  for (auto& c : s)
+    if (c == '-') c = '_';
+  return s;
+}
+
+std::map<std::string, std::string> common_vars(const Registry& reg) {
   const NightlyWorkflow& n = reg.nightly;
-  return {{"workflow", workflow_name(reg, sch)},
-          {"repository", n.repository},
+  return {{"repository", n.repository},
+          {"reusable", n.reusable},
           {"retention_days", std::to_string(n.retention_days)},
           {"tools_image", n.tools.image},
           {"tools_runs_on", n.tools.runs_on},
@@ -52,52 +59,125 @@ std::map<std::string, std::string> common_vars(const Registry& reg, Schedule sch
           {"triage_runs", std::to_string(n.triage_runs)},
           {"sglang_repository", n.sglang.repository},
           {"sglang_ref", n.sglang.ref},
-          {"sglang_install", n.sglang.install},
+          {"install_args", n.sglang.install_args},
           {"hf_host", n.hf_cache.host_path},
           {"hf_mount", n.hf_cache.mount},
           {"hf_home", n.hf_cache.hf_home}};
 }
 
-std::string suite_job(const std::string& dir, const Registry& reg, Schedule sch, const Suite& s) {
-  auto v = common_vars(reg, sch);
+// What a job spends besides its suites: image pull, VRAM clearing, installs (e2e), and the
+// build (kernels); the registry checks each suite's timeout_minutes against the same figures.
+constexpr int kE2eSetupMinutes = 30;
+
+std::string suite_minutes(const Suite& s) {
+  if (s.kind == Kind::kKernels) return std::to_string(s.ctest.timeout_s / 60 + 10);
+  return std::to_string((1 + s.retries) * (s.server.ready_timeout_s + s.run.timeout_s) / 60 + 5);
+}
+
+// The job of `suites` (one kernels suite, or e2e suites sharing a job).
+std::string job_text(const std::string& dir, const Registry& reg,
+                     const std::vector<const Suite*>& suites) {
+  const Suite& s = *suites.front();
+  auto v = common_vars(reg);
+  v["job"] = s.job;
   v["id"] = s.name;
-  v["select"] = suite_if(s.name);
-  v["runs_on"] = s.runs_on;
-  v["timeout_minutes"] = std::to_string(s.timeout_minutes);
+  v["schedule"] = schedule_name(s.schedule);
+  std::string select = "inputs.suites == 'all'", names;
+  for (const Suite* x : suites) {
+    select += " || " + selected(x->name);
+    names += (names.empty() ? "" : ", ") + x->name;
+  }
+  v["select"] = select;
+  v["suite_names"] = names;
+  v["runner"] = s.runner;
+  v["runner_input"] = runner_input(s.runner);
+  v["vendor"] = reg.nightly.runner(s.runner)->vendor;
   v["artifacts"] = reg.nightly.artifact_dir + "/" + s.name;
   v["image"] = s.container.image;
-  v["fallback_image"] = s.container.fallback_image;
+  v["days"] = std::to_string(s.container.days);
+  v["not_before"] = s.container.not_before.empty() ? "" : " --not-before " + s.container.not_before;
   v["options"] = s.container.options;
   if (s.kind == Kind::kKernels) {
+    v["timeout_minutes"] = std::to_string(s.timeout_minutes);
     v["preset"] = s.build.preset;
     std::string targets;
     for (const auto& t : s.build.targets) targets += (targets.empty() ? " --target " : " ") + t;
     v["targets"] = targets;
-    v["suite_minutes"] = std::to_string(s.ctest.timeout_s / 60 + 10);
+    v["suite_minutes"] = suite_minutes(s);
+    v["qualify_step"] =
+        s.qualify == "asan" ? fill(load_template(dir, "step-qualify-asan.yml"), v) : "";
+    std::string extra;
+    for (const auto& e : s.extra_steps)
+      extra += fill(load_template(dir, "step-extra.yml"),
+                    {{"name", e.name},
+                     {"run", substitute(e.run, {{"artifacts", "$GITHUB_WORKSPACE/" + v["artifacts"]},
+                                                {"build", "build/" + s.build.preset}})}});
+    v["extra_steps"] = extra;
     return fill(load_template(dir, "job-kernels.yml"), v);
   }
-  const int attempts = 1 + s.retries;
-  v["suite_minutes"] =
-      std::to_string(attempts * (s.server.ready_timeout_s + s.run.timeout_s) / 60 + 5);
+  int minutes = kE2eSetupMinutes;
+  std::string steps;
+  for (const Suite* x : suites) {
+    minutes += x->timeout_minutes - kE2eSetupMinutes;
+    auto sv = v;
+    sv["id"] = x->name;
+    sv["step_select"] = "inputs.suites == 'all' || " + selected(x->name);
+    sv["suite_minutes"] = suite_minutes(*x);
+    sv["artifacts"] = reg.nightly.artifact_dir + "/" + x->name;
+    steps += fill(load_template(dir, "step-e2e.yml"), sv);
+  }
+  v["timeout_minutes"] = std::to_string(minutes);
+  v["suite_steps"] = steps;
   return fill(load_template(dir, "job-e2e.yml"), v);
 }
 
-std::string render_workflow(const Registry& reg, Schedule sch, const std::string& dir) {
-  auto v = common_vars(reg, sch);
-  v["cron"] = sch == Schedule::kNightly ? reg.nightly.cron : reg.nightly.weekly_cron;
-  std::string jobs = fill(load_template(dir, "job-tools.yml"), v);
-  std::string needs = "      - tools\n";
+// The jobs in registry order: each job once, with its suites.
+std::vector<std::vector<const Suite*>> jobs_of(const Registry& reg) {
+  std::vector<std::vector<const Suite*>> jobs;
   for (const auto& s : reg.suites) {
-    if (s.schedule != sch) continue;
-    jobs += suite_job(dir, reg, sch, s);
-    needs += "      - " + s.name + "\n";
+    bool found = false;
+    for (auto& j : jobs)
+      if (j.front()->job == s.job) j.push_back(&s), found = true;
+    if (!found) jobs.push_back({&s});
+  }
+  return jobs;
+}
+
+std::string render_reusable(const Registry& reg, const std::string& dir) {
+  auto v = common_vars(reg);
+  std::string inputs;
+  for (const auto& c : reg.nightly.runners)
+    inputs += "      " + runner_input(c.name) + ":\n        description: \"Runner label of the " +
+              c.name + " suites (" + c.vendor + " GPUs)\"\n        type: string\n" +
+              "        required: false\n        default: " + c.label + "\n";
+  v["runner_inputs"] = inputs;
+  std::string jobs = fill(load_template(dir, "job-tools.yml"), v);
+  std::string needs = "      - tools\n", nightly_jobs, weekly_jobs;
+  for (const auto& group : jobs_of(reg)) {
+    jobs += job_text(dir, reg, group);
+    needs += "      - " + group.front()->job + "\n";
+    std::string& list = group.front()->schedule == Schedule::kWeekly ? weekly_jobs : nightly_jobs;
+    list += (list.empty() ? "" : " ") + group.front()->job;
   }
   needs.pop_back();
   v["needs"] = needs;
+  v["nightly_jobs"] = nightly_jobs;
+  v["weekly_jobs"] = weekly_jobs;
+  std::string dormancy;
+  for (const auto& w : reg.nightly.dormancy_workflows) dormancy += (dormancy.empty() ? "" : " ") + w;
+  v["dormancy_workflows"] = dormancy;
   jobs += fill(load_template(dir, "job-report.yml"), v);
   jobs.pop_back();  // the template's line end after @@jobs@@ ends the file
   v["jobs"] = jobs;
-  return fill(load_template(dir, "workflow.yml"), v);
+  return fill(load_template(dir, "reusable.yml"), v);
+}
+
+std::string render_caller(const Registry& reg, Schedule sch, const std::string& dir) {
+  auto v = common_vars(reg);
+  v["workflow"] = workflow_name(reg, sch);
+  v["schedule"] = schedule_name(sch);
+  v["cron"] = sch == Schedule::kNightly ? reg.nightly.cron : reg.nightly.weekly_cron;
+  return fill(load_template(dir, "caller.yml"), v);
 }
 
 std::string render_pr(const Registry& reg, const std::string& dir) {
@@ -134,17 +214,22 @@ std::string fill(const std::string& text, const std::map<std::string, std::strin
 }
 
 std::vector<RenderedFile> render_all(const Registry& reg, const std::string& dir) {
-  std::vector<RenderedFile> out = {
-      {reg.nightly.name + ".yml", render_workflow(reg, Schedule::kNightly, dir)}};
+  std::vector<RenderedFile> out = {{reg.nightly.reusable + ".yml", render_reusable(reg, dir)},
+                                   {reg.nightly.name + ".yml", render_caller(reg, Schedule::kNightly, dir)}};
   bool weekly = false;
   for (const auto& s : reg.suites) weekly = weekly || s.schedule == Schedule::kWeekly;
-  if (weekly) out.push_back({"weekly.yml", render_workflow(reg, Schedule::kWeekly, dir)});
+  std::string callers = reg.nightly.name;
+  if (weekly) {
+    out.push_back({"weekly.yml", render_caller(reg, Schedule::kWeekly, dir)});
+    callers += ", weekly";
+  }
+  out.push_back({"auto-retry.yml", fill(load_template(dir, "auto-retry.yml"),
+                                        {{"workflows", callers}, {"repository", reg.nightly.repository}})});
   out.push_back({reg.pr.name + ".yml", render_pr(reg, dir)});
   return out;
 }
 
-std::vector<std::string> check_jobs(const Registry& reg, Schedule schedule,
-                                    const std::string& workflow_text) {
+std::vector<std::string> check_jobs(const Registry& reg, const std::string& workflow_text) {
   std::vector<std::string> problems;
   static const std::regex job_re(R"(^  ([A-Za-z_][A-Za-z0-9_-]*):\s*$)");
   static const std::regex run_re(R"(nightly/run-suite\s+([^\s'"]+))");
@@ -173,22 +258,21 @@ std::vector<std::string> check_jobs(const Registry& reg, Schedule schedule,
                          "')");
     for (const auto& s : suites) {
       const Suite* found = reg.find(s);
-      if (!found || found->schedule != schedule)
-        problems.push_back("job '" + job + "' runs suite '" + s +
-                           "', which is not registered for this schedule in " + reg.file);
-      else if (s != job)
-        problems.push_back("job '" + job + "' runs suite '" + s +
-                           "' (a job is named after its suite)");
+      if (!found)
+        problems.push_back("job '" + job + "' runs suite '" + s + "', which is not registered in " +
+                           reg.file);
+      else if (found->job != job)
+        problems.push_back("job '" + job + "' runs suite '" + s + "', whose job is '" + found->job +
+                           "'");
       scheduled.insert(s);
     }
   }
   for (const auto& s : reg.suites)
-    if (s.schedule == schedule && !scheduled.count(s.name))
+    if (!scheduled.count(s.name))
       problems.push_back("suite '" + s.name + "' is registered in " + reg.file +
-                         " but no job of its workflow runs it");
+                         " but no job of the workflow runs it");
   if (!have_report)
-    problems.push_back(
-        "the nightly workflow has no final 'report' job that fails on failed suites");
+    problems.push_back("the workflow has no final 'report' job that fails on failed suites");
   return problems;
 }
 
@@ -205,10 +289,8 @@ std::vector<std::string> check_workflows(const Registry& reg, const std::string&
     std::ostringstream buf;
     buf << in.rdbuf();
     const std::string committed = buf.str();
-    if (f.name == reg.nightly.name + ".yml" || f.name == "weekly.yml") {
-      const Schedule sch = f.name == "weekly.yml" ? Schedule::kWeekly : Schedule::kNightly;
-      for (auto& p : check_jobs(reg, sch, committed)) problems.push_back(path + ": " + p);
-    }
+    if (f.name == reg.nightly.reusable + ".yml")
+      for (auto& p : check_jobs(reg, committed)) problems.push_back(path + ": " + p);
     if (committed == f.text) continue;
     const auto want = lines_of(f.text), got = lines_of(committed);
     size_t i = 0;

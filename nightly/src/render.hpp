@@ -26,10 +26,9 @@ std::string fill(const std::string& text, const std::map<std::string, std::strin
 
 std::vector<RenderedFile> render_all(const Registry& reg, const std::string& templates_dir);
 
-// Structural check of a scheduled workflow's text: every suite of that schedule has a job that
-// runs it, every job runs one (or is the tools or report job). Returns the problems found.
-std::vector<std::string> check_jobs(const Registry& reg, Schedule schedule,
-                                    const std::string& workflow_text);
+// Structural check of the reusable workflow's text: every registered suite has a job that runs
+// it (its `job`), every job runs one (or is the tools or report job). Returns the problems found.
+std::vector<std::string> check_jobs(const Registry& reg, const std::string& workflow_text);
 
 // Compares the committed workflows in `dir` with the rendering; returns the problems found
 // (structural ones first, then the first differing line of each file).

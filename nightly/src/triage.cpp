@@ -93,18 +93,25 @@ std::map<std::string, SuiteOutcome> load_run(const std::string& dir) {
 std::string triage(const TriageOptions& opt, int& new_failures) {
   new_failures = 0;
   auto current = load_run(opt.current);
-  // Suite jobs that failed before run-suite wrote anything: could not run.
+  // Suites of jobs that failed before run-suite wrote anything: could not run.
   if (opt.needs.is_object())
     for (const auto& [job, r] : opt.needs.items()) {
       const std::string result = r.value("result", "");
-      if (job == "tools" || job == "report" || current.count(job)) continue;
-      if (result == "failure" || result == "cancelled")
-        current[job] = {job,
-                        "",
-                        0,
-                        kCouldNotRun,
-                        "the job ended (" + result + ") before run-suite wrote suite.json",
-                        {{"could-not-run", "", "the job " + result + " before run-suite ran"}}};
+      if (job == "tools" || job == "report") continue;
+      if (result != "failure" && result != "cancelled") continue;
+      auto it = opt.job_suites.find(job);
+      const std::vector<std::string> suites =
+          it != opt.job_suites.end() ? it->second : std::vector<std::string>{job};
+      for (const auto& suite : suites)
+        if (!current.count(suite))
+          current[suite] = {suite,
+                            "",
+                            0,
+                            kCouldNotRun,
+                            "the job " + job + " ended (" + result +
+                                ") before run-suite wrote suite.json",
+                            {{"could-not-run", "", "the job " + job + " " + result +
+                                                       " before run-suite ran this suite"}}};
     }
   // Earlier runs: one folder each, newest first by run id.
   std::vector<std::pair<std::string, std::map<std::string, SuiteOutcome>>> earlier;
@@ -177,6 +184,51 @@ std::string triage(const TriageOptions& opt, int& new_failures) {
     if (!fixed.str().empty()) md << "\nNo longer failing:\n" << fixed.str();
   }
   return md.str();
+}
+
+}  // namespace dsv4::nightly
+
+namespace dsv4::nightly {
+
+std::vector<DormantTest> dormant_tests(const std::vector<std::string>& run_dirs, int& runs_read,
+                                       int& tests_seen) {
+  struct Seen {
+    int runs = 0;
+    bool ran = false;  // passed or failed somewhere
+    std::string reason;
+  };
+  std::map<std::string, Seen> seen;
+  runs_read = 0;
+  for (const auto& dir : run_dirs) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::map<std::string, Outcome> in_run;  // a test's best outcome in this run
+    std::map<std::string, std::string> reason;
+    bool any = false;
+    for (const auto& e : fs::recursive_directory_iterator(dir, ec)) {
+      if (!e.is_regular_file() || e.path().filename() != "junit.xml") continue;
+      any = true;
+      const std::string folder = e.path().parent_path().string();
+      for (const auto& r : expand_shards(read_junit(e.path().string()), folder)) {
+        auto it = in_run.find(r.name);
+        if (it == in_run.end() || it->second == Outcome::kSkip) in_run[r.name] = r.outcome;
+        if (r.outcome == Outcome::kSkip && !reason.count(r.name)) reason[r.name] = r.message;
+      }
+    }
+    if (!any) continue;
+    ++runs_read;
+    for (const auto& [name, outcome] : in_run) {
+      Seen& s = seen[name];
+      ++s.runs;
+      s.ran = s.ran || outcome != Outcome::kSkip;
+      if (s.reason.empty() && reason.count(name)) s.reason = reason[name];
+    }
+  }
+  tests_seen = static_cast<int>(seen.size());
+  std::vector<DormantTest> out;
+  for (const auto& [name, s] : seen)
+    if (!s.ran) out.push_back({name, s.reason, s.runs});
+  return out;
 }
 
 }  // namespace dsv4::nightly

@@ -35,9 +35,25 @@ struct TriageOptions {
   std::string previous;  // one folder per earlier run (ci/fetch-runs.sh lays them out)
   int runs = 3;          // how many earlier runs were asked for
   nlohmann::json needs;  // toJSON(needs) of the report job; may be null
+  // Job id -> the suites it runs (a job may run several); a job not listed runs the suite of its
+  // name.
+  std::map<std::string, std::vector<std::string>> job_suites;
 };
 
 // Markdown for the step summary; `new_failures` counts the failures not seen in earlier runs.
 std::string triage(const TriageOptions& opt, int& new_failures);
+
+// A test that skipped in every run that has it, with the reason of its first skip and where.
+struct DormantTest {
+  std::string name;
+  std::string reason;
+  int runs = 0;  // runs that have it
+};
+
+// Reads every junit.xml under each run folder (GoogleTest shards expanded by the XML beside
+// them) and returns the tests that never passed or failed in any run: dormant. `runs_read`
+// counts the folders that held at least one JUnit file.
+std::vector<DormantTest> dormant_tests(const std::vector<std::string>& run_dirs, int& runs_read,
+                                       int& tests_seen);
 
 }  // namespace dsv4::nightly

@@ -88,14 +88,15 @@ inline bool process_alive(long pid) {
 
 // A registry document around `suites` with every required top-level field.
 inline nlohmann::json registry_doc(const nlohmann::json& suites) {
-  return {{"schema", 2},
+  return {{"schema", 3},
           {"nightly",
            {{"cron", "0 2 * * *"},
             {"weekly_cron", "0 4 * * 6"},
             {"repository", "o/r"},
+            {"runners", {{"mi35x-8", {{"label", "linux-mi35x-gpu-8"}, {"vendor", "amd"}}}}},
             {"tools", {{"image", "debian:12"}, {"max_glibc", "2.35"}, {"max_glibcxx", "3.4.30"}}},
             {"hf_cache", {{"host_path", "/h"}, {"mount", "/m"}, {"hf_home", "/m/hf"}}},
-            {"sglang", {{"repository", "a/b"}, {"ref", "main"}, {"install", "true"}}}}},
+            {"sglang", {{"repository", "a/b"}, {"ref", "main"}}}}},
           {"pr", {{"deps_command", "true"}, {"test_command", "true"}, {"hip_image", "rocm"}}},
           {"suites", suites}};
 }

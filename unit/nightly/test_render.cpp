@@ -22,7 +22,6 @@ std::string rendered(const Registry& reg, const std::string& name) {
   ADD_FAILURE() << "no rendered " << name;
   return "";
 }
-std::string render_nightly(const Registry& reg) { return rendered(reg, "nightly.yml"); }
 
 std::vector<std::string> check_dir(const Registry& reg, const std::string& dir) {
   return check_workflows(reg, dir, default_templates_dir());
@@ -54,62 +53,163 @@ std::string job_block(const std::string& yml, const std::string& name) {
   return yml.substr(start + 1);
 }
 
-TEST(Render, DeterministicWithOneJobPerSuiteAndAReportJob) {
+std::string render_reusable(const Registry& reg) { return rendered(reg, "nightly-suites.yml"); }
+
+// Counts `needle` in `text`.
+size_t count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(Render, OneReusableWorkflowWithAJobPerSuiteGroupAndAReportJob) {
   const Registry reg = committed();
-  const std::string a = render_nightly(reg), b = render_nightly(reg);
+  const std::string a = render_reusable(reg), b = render_reusable(reg);
   EXPECT_EQ(a, b);
-  EXPECT_TRUE(check_jobs(reg, Schedule::kNightly, a).empty());
+  EXPECT_TRUE(check_jobs(reg, a).empty());
+  EXPECT_NE(a.find("on:\n  workflow_call:\n    inputs:\n"), std::string::npos) << a;
+  // What the fleet that owns the runners passes: runner labels, images, model cache, SGLang.
+  for (const char* input :
+       {"      schedule:", "      suites:", "      dsv4_repository:", "      dsv4_ref:",
+        "      runs_on_mi35x_8:", "      kernels_image:", "      e2e_image:", "      model_cache:",
+        "      sglang_repository:", "      sglang_ref:", "      sglang_install:"})
+    EXPECT_NE(a.find(std::string(input) + "\n"), std::string::npos) << input;
+  EXPECT_NE(a.find("        default: linux-mi35x-gpu-8\n"), std::string::npos);
+  EXPECT_NE(a.find("        default: " + reg.nightly.hf_cache.host_path + "\n"), std::string::npos);
+  EXPECT_EQ(a.find("github.repository =="), std::string::npos)
+      << "the guard belongs to the caller, whose repository it is";
   for (const auto& s : reg.suites) {
-    if (s.schedule != Schedule::kNightly) continue;
-    const std::string job = job_block(a, s.name);
-    ASSERT_FALSE(job.empty()) << "no job " << s.name;
-    EXPECT_NE(job.find("nightly/run-suite " + s.name + " --out"), std::string::npos) << job;
+    const std::string job = job_block(a, s.job);
+    ASSERT_FALSE(job.empty()) << "no job " << s.job;
+    EXPECT_NE(job.find("nightly/run-suite " + s.name + " --out \"$GITHUB_WORKSPACE/"),
+              std::string::npos)
+        << job;
     // The container as the AMD fleets run it: no container key, this pod's GPUs, VRAM cleared
-    // first, docker exec, an always() teardown, the repository guard.
+    // first, docker exec, an always() teardown.
     EXPECT_EQ(job.find("    container:"), std::string::npos) << job;
-    EXPECT_NE(job.find("ci/gpu-container.sh clear-vram"), std::string::npos) << job;
-    EXPECT_NE(job.find("ci/gpu-container.sh start \"$DSV4_CONTAINER\""), std::string::npos) << job;
+    EXPECT_NE(job.find("ci/gpu-container.sh clear-vram --vendor amd"), std::string::npos) << job;
+    EXPECT_NE(job.find("ci/gpu-container.sh start --vendor amd"), std::string::npos) << job;
     EXPECT_NE(job.find("ci/gpu-container.sh exec \"$DSV4_CONTAINER\""), std::string::npos) << job;
     EXPECT_LT(job.find("clear-vram"), job.find("gpu-container.sh start")) << job;
     EXPECT_NE(job.find("if: always()\n        timeout-minutes: 5\n        run: bash "
                        "ci/gpu-container.sh stop"),
               std::string::npos)
         << job;
-    EXPECT_NE(job.find("if: github.repository == '" + reg.nightly.repository + "' && ("),
+    EXPECT_NE(job.find("repository: ${{ inputs.dsv4_repository }}"), std::string::npos) << job;
+    EXPECT_NE(job.find("runs-on: ${{ inputs.runs_on_mi35x_8 }}\n"), std::string::npos) << job;
+    EXPECT_NE(job.find("if: inputs.schedule == '" +
+                       std::string(s.schedule == Schedule::kWeekly ? "weekly" : "nightly") +
+                       "' && ("),
               std::string::npos)
         << job;
-    EXPECT_NE(job.find("-attempt${{ github.run_attempt }}"), std::string::npos) << job;
+    EXPECT_NE(job.find("name: dsv4-" + s.name + "-attempt${{ github.run_attempt }}"),
+              std::string::npos)
+        << job;
+    EXPECT_NE(job.find("'," + s.name + ",'"), std::string::npos) << "job filter: " << job;
     // Every step has its own time limit.
-    size_t steps = 0, limits = 0;
-    for (size_t at = job.find("      - name:"); at != std::string::npos;
-         at = job.find("      - name:", at + 1))
-      ++steps;
-    for (size_t at = job.find("        timeout-minutes:"); at != std::string::npos;
-         at = job.find("        timeout-minutes:", at + 1))
-      ++limits;
-    EXPECT_EQ(steps, limits) << job;
+    EXPECT_EQ(count(job, "      - name:"), count(job, "        timeout-minutes:")) << job;
+    EXPECT_EQ(job.find("--ipc"), std::string::npos) << job;
     if (s.kind == Kind::kE2e) {
       EXPECT_NE(job.find("needs: tools"), std::string::npos) << job;
       EXPECT_NE(job.find("HF_TOKEN: ${{ secrets.HF_TOKEN }}"), std::string::npos) << job;
-      EXPECT_NE(job.find("--hf-cache " + reg.nightly.hf_cache.host_path), std::string::npos) << job;
-      EXPECT_NE(job.find("repository: " + reg.nightly.sglang.repository), std::string::npos) << job;
+      EXPECT_NE(job.find("DOCKERHUB_TOKEN: ${{ secrets.DOCKERHUB_TOKEN }}"), std::string::npos);
+      EXPECT_NE(job.find("--hf-cache \"$MODEL_CACHE:" + reg.nightly.hf_cache.mount),
+                std::string::npos)
+          << job;
+      EXPECT_NE(job.find("MODEL_CACHE: ${{ inputs.model_cache }}"), std::string::npos) << job;
+      EXPECT_NE(job.find("repository: ${{ inputs.sglang_repository }}"), std::string::npos) << job;
+      EXPECT_NE(job.find("resolve-image \"$IMAGE_PATTERN\" sglang --days 7 --not-before " +
+                         s.container.not_before),
+                std::string::npos)
+          << job;
+      EXPECT_NE(job.find("bash ci/sglang-install.sh sglang " + reg.nightly.sglang.install_args),
+                std::string::npos)
+          << job;
+      EXPECT_NE(job.find("sglang-install.sh sglang --image-from-commit"), std::string::npos);
+      EXPECT_NE(job.find("-e DSV4_SGLANG_COMMIT=\"$(git -C sglang rev-parse HEAD)\""),
+                std::string::npos)
+          << job;
+      // Re-run failed jobs: the run's tools bundle has one name whatever the attempt.
+      EXPECT_NE(job.find("          name: dsv4-tools\n"), std::string::npos) << job;
     } else {
-      EXPECT_NE(job.find("DSV4_CASE_DIR="), std::string::npos) << job;
+      // Case files land in the uploaded folder: an absolute DSV4_CASE_DIR.
+      EXPECT_NE(job.find("-e DSV4_CASE_DIR=\"$GITHUB_WORKSPACE/$DSV4_ARTIFACTS/cases\""),
+                std::string::npos)
+          << job;
+      EXPECT_NE(job.find("timeout-minutes: " + std::to_string(s.timeout_minutes) + "\n"),
+                std::string::npos)
+          << job;
     }
-    EXPECT_NE(job.find("runs-on: " + s.runs_on + "\n"), std::string::npos) << job;
-    EXPECT_NE(job.find("timeout-minutes: " + std::to_string(s.timeout_minutes) + "\n"),
-              std::string::npos)
-        << job;
-    EXPECT_NE(job.find("uses: actions/upload-artifact@v4"), std::string::npos) << job;
-    EXPECT_NE(job.find("'," + s.name + ",'"), std::string::npos) << "job filter: " << job;
-    EXPECT_NE(a.find("      - " + s.name + "\n"), std::string::npos) << "report needs " << s.name;
+    EXPECT_NE(a.find("      - " + s.job + "\n"), std::string::npos) << "report needs " << s.job;
   }
-  EXPECT_NE(a.find("  schedule:\n    - cron: \"" + reg.nightly.cron + "\""), std::string::npos);
-  EXPECT_NE(a.find("  workflow_dispatch:"), std::string::npos);
-  EXPECT_NE(a.find("format('dispatch-{0}', github.run_id)"), std::string::npos)
+  // Both FlashMLA backends: two steps of one job with one setup; the second runs after a failed
+  // first, and the job's limit covers both.
+  const std::string mtp = job_block(a, "e2e-v4pro-mtp");
+  EXPECT_EQ(count(mtp, "nightly/run-suite "), 2u) << mtp;
+  EXPECT_EQ(count(mtp, "sglang-install.sh sglang --extras"), 1u) << mtp;
+  EXPECT_LT(mtp.find("run-suite e2e-v4pro-mtp-ukv"), mtp.find("run-suite e2e-v4pro-mtp-triton"));
+  EXPECT_NE(mtp.find("if: ${{ !cancelled() && (inputs.suites == 'all' || "
+                     "contains(format(',{0},', inputs.suites), ',e2e-v4pro-mtp-triton,')) }}"),
+            std::string::npos)
+      << mtp;
+  const Suite* ukv = reg.find("e2e-v4pro-mtp-ukv");
+  const Suite* triton = reg.find("e2e-v4pro-mtp-triton");
+  EXPECT_NE(mtp.find("timeout-minutes: " +
+                     std::to_string(ukv->timeout_minutes + triton->timeout_minutes - 30) + "\n"),
+            std::string::npos)
+      << mtp;
+  // The weekly ASan suite qualifies GPU ASan after its build and before the suite.
+  const std::string asan = job_block(a, "kernels-mi35x-asan");
+  EXPECT_LT(asan.find("Configure and build"), asan.find("bash ci/asan-qualify.sh --install"));
+  EXPECT_LT(asan.find("bash ci/asan-qualify.sh"), asan.find("nightly/run-suite"));
+  // The torch interop tests run where torch is, with their junit in the artifact.
+  const std::string kernels = job_block(a, "kernels-mi35x");
+  EXPECT_NE(kernels.find("bash -c 'bash ci/torch-interop.sh build/hip "
+                         "$GITHUB_WORKSPACE/out/nightly/kernels-mi35x/torch-interop'"),
+            std::string::npos)
+      << kernels;
+  // The tools bundle: one per run, overwritten by a re-run of the tools job.
+  const std::string tools = job_block(a, "tools");
+  EXPECT_NE(tools.find("name: dsv4-tools\n          path: dist/dsv4-tools.tar.gz"),
+            std::string::npos)
+      << tools;
+  EXPECT_NE(tools.find("overwrite: true"), std::string::npos) << tools;
+  // The report: every attempt's artifacts, the jobs' results for the triage, dormant tests.
+  const std::string report = job_block(a, "report");
+  EXPECT_NE(report.find("pattern: dsv4-*-attempt*\n"), std::string::npos) << report;
+  const size_t triage = report.find("dsv4-nightly triage --registry nightly/suites.json");
+  ASSERT_NE(triage, std::string::npos) << report;
+  const size_t triage_step = report.rfind("      - name:", triage);
+  EXPECT_NE(report.substr(triage_step, triage - triage_step).find("NEEDS: ${{ toJSON(needs) }}"),
+            std::string::npos)
+      << "the triage step does not see the jobs' results: " << report;
+  EXPECT_NE(report.find("dsv4-nightly dormant"), std::string::npos) << report;
+  EXPECT_NE(report.find("for w in nightly weekly pr; do"), std::string::npos) << report;
+  EXPECT_NE(report.find("GH_REPO: ${{ github.repository }}"), std::string::npos) << report;
+  EXPECT_NE(report.find("--limit " + std::to_string(reg.nightly.triage_runs)), std::string::npos);
+
+  // This repository's scheduled callers.
+  const std::string nightly = rendered(reg, "nightly.yml");
+  EXPECT_NE(nightly.find("  schedule:\n    - cron: \"" + reg.nightly.cron + "\""),
+            std::string::npos);
+  EXPECT_NE(nightly.find("  workflow_dispatch:"), std::string::npos);
+  EXPECT_NE(nightly.find("format('dispatch-{0}', github.run_id)"), std::string::npos)
       << "a concurrency group per dispatch";
-  EXPECT_NE(a.find("dsv4-nightly triage"), std::string::npos);
-  EXPECT_NE(a.find("--limit " + std::to_string(reg.nightly.triage_runs)), std::string::npos);
+  EXPECT_NE(nightly.find("    if: github.repository == '" + reg.nightly.repository + "'\n"),
+            std::string::npos)
+      << nightly;
+  EXPECT_NE(nightly.find("    uses: ./.github/workflows/nightly-suites.yml\n"), std::string::npos);
+  EXPECT_NE(nightly.find("      schedule: nightly\n"), std::string::npos) << nightly;
+  EXPECT_NE(nightly.find("    secrets: inherit\n"), std::string::npos) << nightly;
+  const std::string weekly = rendered(reg, "weekly.yml");
+  EXPECT_NE(weekly.find("      schedule: weekly\n"), std::string::npos) << weekly;
+  EXPECT_NE(weekly.find("    - cron: \"" + reg.nightly.weekly_cron + "\""), std::string::npos);
+  // Failed jobs of a scheduled run are re-run once.
+  const std::string retry = rendered(reg, "auto-retry.yml");
+  EXPECT_NE(retry.find("workflows: [nightly, weekly]"), std::string::npos) << retry;
+  EXPECT_NE(retry.find("gh run rerun \"$RUN_ID\" --failed"), std::string::npos) << retry;
+  EXPECT_NE(retry.find("github.event.workflow_run.run_attempt == 1"), std::string::npos) << retry;
+
   const std::string pr = rendered(reg, "pr.yml");
   EXPECT_NE(pr.find("run: " + reg.pr.test_command + "\n"), std::string::npos) << pr;
   EXPECT_NE(pr.find("bash ci/actionlint.sh\n"), std::string::npos) << pr;
@@ -117,9 +217,33 @@ TEST(Render, DeterministicWithOneJobPerSuiteAndAReportJob) {
   EXPECT_NE(pr.find("cmake --preset " + reg.pr.hip_preset), std::string::npos) << pr;
   EXPECT_NE(pr.find("start --no-gpu \"$DSV4_CONTAINER\" \"" + reg.pr.hip_image), std::string::npos)
       << pr;
-  const std::string weekly = rendered(reg, "weekly.yml");
-  EXPECT_NE(weekly.find("nightly/run-suite kernels-mi35x-asan"), std::string::npos) << weekly;
-  EXPECT_EQ(a.find("kernels-mi35x-asan"), std::string::npos) << "a weekly suite in nightly.yml";
+}
+
+// A registry can put a suite of a CTest label on another runner class (an NVIDIA one), weekly.
+TEST(Render, ASuiteOfALabelOnAnotherRunnerClassWeekly) {
+  nlohmann::json doc = nlohmann::json::parse(test::read_file(kRegistry));
+  doc["nightly"]["runners"]["h200-1"] = {{"label", "linux-h200-gpu-1"}, {"vendor", "nvidia"}};
+  nlohmann::json soak = doc["suites"][0];
+  soak["name"] = "kernels-h200-soak";
+  soak["runner"] = "h200-1";
+  soak["schedule"] = "weekly";
+  soak["build"] = {{"preset", "cuda"}};
+  soak["ctest"].erase("test_preset");
+  soak["ctest"]["test_dir"] = "build/cuda";
+  soak["ctest"]["label"] = "soak";
+  soak.erase("extra_steps");
+  doc["suites"].push_back(soak);
+  const Registry reg = parse_registry(doc, "soak.json");
+  const std::string a = render_reusable(reg);
+  const std::string job = job_block(a, "kernels-h200-soak");
+  EXPECT_NE(job.find("runs-on: ${{ inputs.runs_on_h200_1 }}"), std::string::npos) << job;
+  EXPECT_NE(job.find("if: inputs.schedule == 'weekly'"), std::string::npos) << job;
+  EXPECT_NE(job.find("clear-vram --vendor nvidia"), std::string::npos) << job;
+  EXPECT_NE(job.find("start --vendor nvidia"), std::string::npos) << job;
+  EXPECT_NE(a.find("      runs_on_h200_1:\n"), std::string::npos);
+  EXPECT_NE(a.find("kernels-mi35x-asan kernels-h200-soak"), std::string::npos)
+      << "the report's weekly jobs";
+  EXPECT_TRUE(check_jobs(reg, a).empty());
 }
 
 TEST(Render, TemplatesNameEveryValue) {
@@ -171,15 +295,15 @@ TEST(Drift, HandEditIsCaughtWithItsLine) {
   test::TempDir dir;
   render_into(reg, dir.path());
   ASSERT_TRUE(check_dir(reg, dir.path()).empty());
-  const std::string yml = test::read_file(dir / "nightly.yml");
+  const std::string yml = test::read_file(dir / "nightly-suites.yml");
   const std::string edited = replace_once(yml, "retention-days: 14", "retention-days: 30");
-  test::write_file(dir / "nightly.yml", edited);
+  test::write_file(dir / "nightly-suites.yml", edited);
   const auto problems = check_dir(reg, dir.path());
   ASSERT_EQ(problems.size(), 1u);
   // the line of the first difference
   size_t line = 1;
   for (size_t i = 0; i < edited.find("retention-days: 30"); ++i) line += edited[i] == '\n';
-  EXPECT_NE(problems[0].find("nightly.yml differs"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[0].find("nightly-suites.yml differs"), std::string::npos) << problems[0];
   EXPECT_NE(problems[0].find("at line " + std::to_string(line) + ":"), std::string::npos)
       << problems[0];
   const std::string indent(10, ' ');
@@ -196,7 +320,7 @@ TEST(Drift, HandEditIsCaughtWithItsLine) {
   EXPECT_NE(r.output.find("differs from the rendering"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("dsv4-nightly render"), std::string::npos) << r.output;
 
-  test::write_file(dir / "nightly.yml", yml);
+  test::write_file(dir / "nightly-suites.yml", yml);
   const auto ok =
       test::run_command(std::string(DSV4_NIGHTLY_BIN) + " check --registry " +
                         test::quote(kRegistry) + " --workflows " + test::quote(dir.path()));
@@ -205,12 +329,12 @@ TEST(Drift, HandEditIsCaughtWithItsLine) {
 
 TEST(Drift, SuiteWithoutJobIsCaught) {
   const Registry reg = committed();
-  const std::string yml = render_nightly(reg);
+  const std::string yml = render_reusable(reg);
   const std::string& victim = reg.suites.front().name;
   const std::string job = job_block(yml, victim);
   ASSERT_FALSE(job.empty());
   const std::string edited = replace_once(yml, job, "");
-  const auto problems = check_jobs(reg, Schedule::kNightly, edited);
+  const auto problems = check_jobs(reg, edited);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("suite '" + victim + "' is registered"), std::string::npos)
       << problems[0];
@@ -219,20 +343,19 @@ TEST(Drift, SuiteWithoutJobIsCaught) {
 
 TEST(Drift, JobForUnregisteredSuiteIsCaught) {
   const Registry reg = committed();
-  const std::string yml = render_nightly(reg);
+  const std::string yml = render_reusable(reg);
   const std::string ghost =
       "  e2e-ghost:\n    runs-on: linux-mi35x-gpu-8\n    steps:\n"
       "      - run: nightly/run-suite e2e-ghost --out out/nightly/e2e-ghost\n";
   const std::string edited = replace_once(yml, "  report:\n", ghost + "  report:\n");
-  const auto problems = check_jobs(reg, Schedule::kNightly, edited);
+  const auto problems = check_jobs(reg, edited);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("job 'e2e-ghost' runs suite 'e2e-ghost', which is not registered"),
             std::string::npos)
       << problems[0];
 
   const std::string idle = "  lint:\n    runs-on: ubuntu-latest\n    steps:\n      - run: true\n";
-  const auto p2 =
-      check_jobs(reg, Schedule::kNightly, replace_once(yml, "  report:\n", idle + "  report:\n"));
+  const auto p2 = check_jobs(reg, replace_once(yml, "  report:\n", idle + "  report:\n"));
   ASSERT_EQ(p2.size(), 1u);
   EXPECT_NE(p2[0].find("job 'lint' runs no suite"), std::string::npos) << p2[0];
 }
@@ -247,10 +370,11 @@ TEST(Drift, MissingWorkflowIsCaught) {
   EXPECT_NE(problems[0].find("pr.yml is missing"), std::string::npos) << problems[0];
 }
 
-// Runs the report job's script (Python) with the given `needs` results and event.
+// Runs the report job's script (Python) with the given `needs` results and event, this
+// schedule's jobs being a and b.
 test::CommandResult run_report(const std::string& needs, const std::string& event,
                                std::string& summary) {
-  const std::string yml = render_nightly(committed());
+  const std::string yml = render_reusable(committed());
   const size_t at =
       yml.find("        run: |\n", yml.find("shell: python", yml.find("\n  report:\n")));
   EXPECT_NE(at, std::string::npos);
@@ -260,7 +384,8 @@ test::CommandResult run_report(const std::string& needs, const std::string& even
     script += line.substr(std::min<size_t>(10, line.size())) + "\n";
   test::TempDir dir;
   test::write_file(dir / "report.py", script);
-  const auto r = test::run_command("NEEDS=" + test::quote(needs) + " GITHUB_EVENT_NAME=" + event +
+  const auto r = test::run_command("NEEDS=" + test::quote(needs) + " JOBS='a b' SCHEDULE=nightly" +
+                                   " GITHUB_EVENT_NAME=" + event +
                                    " GITHUB_STEP_SUMMARY=" + test::quote(dir / "summary.md") +
                                    " python3 " + test::quote(dir / "report.py"));
   summary = test::read_file(dir / "summary.md");
@@ -285,6 +410,13 @@ TEST(ReportJob, FailsWhenASuiteFailedOrWasCancelled) {
   r = run_report(R"({"a": {"result": "success"}, "b": {"result": "skipped"}})", "schedule",
                  summary);
   EXPECT_EQ(r.code, 1) << "a scheduled run that skips a suite must fail: " << r.output;
+
+  // The other schedule's jobs are skipped by design.
+  r = run_report(R"({"tools": {"result": "success"}, "a": {"result": "success"},
+                     "b": {"result": "success"}, "w": {"result": "skipped"}})",
+                 "schedule", summary);
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(summary.find("| w |"), std::string::npos) << summary;
 }
 
 }  // namespace

@@ -83,11 +83,108 @@ TEST(Triage, CouldNotRunIsClassifiedAndTheLatestAttemptCounts) {
                     "runs: 8) |"),
             std::string::npos)
       << md;
-  EXPECT_NE(md.find("| e2e-y | could-not-run | — | the job failure before run-suite ran | new (no "
-                    "earlier run of this suite to compare) |"),
+  EXPECT_NE(md.find("| e2e-y | could-not-run | — | the job e2e-y failure before run-suite ran this "
+                    "suite | new (no earlier run of this suite to compare) |"),
             std::string::npos)
       << md;
   EXPECT_EQ(md.find("e2e-z"), std::string::npos) << "a skipped job is not a failure: " << md;
+}
+
+// A job that runs several suites (both FlashMLA backends) and died before run-suite: each of its
+// suites could not run; a suite of it that wrote its report keeps its own result.
+TEST(Triage, AJobOfSeveralSuitesThatDiedCountsForEachOfThem) {
+  test::TempDir d;
+  suite_json(d / "current", "dsv4-e2e-mtp-ukv-attempt1", "e2e-mtp-ukv", "9", 1, 1,
+             {gate("accuracy>0.92")});
+  TriageOptions o;
+  o.current = d / "current";
+  o.job_suites = {{"e2e-mtp", {"e2e-mtp-ukv", "e2e-mtp-triton"}}};
+  o.needs = json::parse(R"({"tools": {"result": "success"}, "e2e-mtp": {"result": "cancelled"}})");
+  int fresh = -1;
+  const std::string md = triage(o, fresh);
+  EXPECT_EQ(fresh, 2) << md;
+  EXPECT_NE(md.find("| e2e-mtp-triton | could-not-run | — | the job e2e-mtp cancelled before "
+                    "run-suite ran this suite |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| e2e-mtp-ukv | gate | `accuracy>0.92` |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("| e2e-mtp | could-not-run"), std::string::npos) << md;
+}
+
+// The report job's triage step: NEEDS from the environment, the jobs' suites from the registry.
+TEST(Triage, CommandLineReadsNeedsAndTheRegistry) {
+  test::TempDir d;
+  std::filesystem::create_directories(d / "current");
+  const auto r = test::run_command(
+      "NEEDS='{\"tools\": {\"result\": \"success\"}, \"e2e-v4pro-mtp\": {\"result\": "
+      "\"failure\"}}' " +
+      std::string(DSV4_NIGHTLY_BIN) + " triage --registry " +
+      test::quote(DSV4_SOURCE_DIR "/nightly/suites.json") + " --current " +
+      test::quote(d / "current") + " --previous " + test::quote(d / "none"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  for (const char* suite : {"e2e-v4pro-mtp-ukv", "e2e-v4pro-mtp-triton"})
+    EXPECT_NE(r.output.find(std::string("| ") + suite + " | could-not-run |"), std::string::npos)
+        << r.output;
+}
+
+// A CTest JUnit file with the given test cases: name -> "pass", "skip" or "fail".
+void junit(const std::string& path, const std::vector<std::pair<std::string, std::string>>& tests) {
+  std::string x = "<testsuite>";
+  for (const auto& [name, outcome] : tests) {
+    x += "<testcase name=\"" + name + "\" status=\"run\">";
+    if (outcome == "skip") x += "<skipped message=\"no GPU: GPU test skipped\"/>";
+    if (outcome == "fail") x += "<failure message=\"m\"/>";
+    x += "</testcase>";
+  }
+  test::write_file(path, x + "</testsuite>");
+}
+
+const std::string kReplay = "replay/CompactPagesAdapter.DeviceReplayMatchesTheReference";
+const std::string kTorch = "fixtures/SafetensorsTorchInterop.ReadsEveryDtypeTorchWrote";
+
+// Dormant: skipped in every run that has it. A GPU test labelled cpu skips in the PR run and is
+// absent from the nightly's gpu-label run; a test that needs a variable no workflow sets skips
+// everywhere. A test that ran (passed or failed) in any run is not dormant.
+TEST(Dormant, TestsSkippedInEveryRunOfEveryWorkflowAreFound) {
+  test::TempDir d;
+  junit(d / "pr/1/pr-junit-attempt1/junit.xml",
+        {{kReplay, "skip"}, {kTorch, "skip"}, {"reference/A.B", "pass"}, {"kernels/K.P", "skip"}});
+  junit(d / "pr/2/pr-junit-attempt1/junit.xml",
+        {{kReplay, "skip"}, {kTorch, "skip"}, {"reference/A.B", "pass"}, {"kernels/K.P", "skip"}});
+  junit(d / "nightly/3/dsv4-kernels-attempt1/junit.xml", {{"kernels/K.P", "fail"}});
+  test::write_file(d / "nightly/4/empty.txt", "no junit here");
+  int runs = 0, tests = 0;
+  auto dormant = dormant_tests({d / "pr/1", d / "pr/2", d / "nightly/3", d / "nightly/4",
+                                d / "absent"},
+                               runs, tests);
+  EXPECT_EQ(runs, 3);
+  EXPECT_EQ(tests, 4);
+  ASSERT_EQ(dormant.size(), 2u);
+  EXPECT_EQ(dormant[0].name, kTorch);
+  EXPECT_EQ(dormant[1].name, kReplay);
+  EXPECT_EQ(dormant[1].runs, 2);
+  EXPECT_EQ(dormant[1].reason, "no GPU: GPU test skipped");
+  // Labelled gpu, the replay test runs in the kernels suite: no longer dormant.
+  junit(d / "nightly/3/dsv4-kernels-attempt1/junit.xml", {{"kernels/K.P", "pass"}, {kReplay, "pass"}});
+  dormant = dormant_tests({d / "pr/1", d / "pr/2", d / "nightly/3"}, runs, tests);
+  ASSERT_EQ(dormant.size(), 1u);
+  EXPECT_EQ(dormant[0].name, kTorch);
+}
+
+TEST(Dormant, CommandLineFailsOnDormantTestsAndCannotRunWithoutJUnit) {
+  test::TempDir d;
+  junit(d / "1/a/junit.xml", {{kTorch, "skip"}, {"reference/A.B", "pass"}});
+  auto r = test::run_command(std::string(DSV4_NIGHTLY_BIN) + " dormant --summary " +
+                             test::quote(d / "summary.md") + " " + test::quote(d / "1"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(test::read_file(d / "summary.md").find("| `" + kTorch + "` | 1 |"), std::string::npos)
+      << test::read_file(d / "summary.md");
+  junit(d / "1/a/junit.xml", {{kTorch, "pass"}, {"reference/A.B", "pass"}});
+  r = test::run_command(std::string(DSV4_NIGHTLY_BIN) + " dormant " + test::quote(d / "1"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  r = test::run_command(std::string(DSV4_NIGHTLY_BIN) + " dormant " + test::quote(d / "none"));
+  EXPECT_EQ(r.code, 3) << r.output;
+  EXPECT_NE(r.output.find("nothing could be checked"), std::string::npos) << r.output;
 }
 
 // The one failure load_run derives from an older report (no failure list) with this JUnit file.
