@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -40,13 +41,18 @@ int free_port() {
   return port;
 }
 
+// The cache folder of `model` under <HF_HOME>/hub: models--<org>--<name>.
+std::string snapshot_dir(const std::string& model) {
+  std::string dir = "models--";
+  for (char c : model) dir += c == '/' ? std::string("--") : std::string(1, c);
+  return dir;
+}
+
 // The snapshot folder of `model` in the Hugging Face cache under `hf_home`, when one holds a
 // config.json; empty otherwise.
 std::string cached_snapshot(const std::string& hf_home, const std::string& model) {
   if (hf_home.empty()) return "";
-  std::string dir = "models--";
-  for (char c : model) dir += c == '/' ? std::string("--") : std::string(1, c);
-  const fs::path snaps = fs::path(hf_home) / "hub" / dir / "snapshots";
+  const fs::path snaps = fs::path(hf_home) / "hub" / snapshot_dir(model) / "snapshots";
   std::error_code ec;
   if (!fs::is_directory(snaps, ec)) return "";
   for (const auto& e : fs::directory_iterator(snaps, ec))
@@ -66,6 +72,20 @@ class E2eRun : public SuiteRun {
     const std::string snap = cached_snapshot(hf_home, suite_.server.model);
     manifest_["hf_home"] = hf_home;
     manifest_["model_cached"] = snap;
+    manifest_["labels"] = labels();
+    if (snap.empty() && !suite_.server.allow_download) {
+      // Downloading DeepSeek-V4-Pro takes hours and 1.6 TB: a runner without the model is a
+      // runner that cannot run this suite.
+      why = hf_home.empty()
+                ? "HF_HOME is not set, so the model cache holding " + suite_.server.model +
+                      " cannot be found (the workflow mounts it: --hf-cache)"
+                : "the model cache has no snapshot of " + suite_.server.model + ": looked for " +
+                      (fs::path(hf_home) / "hub" / snapshot_dir(suite_.server.model) /
+                       "snapshots/*/config.json")
+                          .string() +
+                      " (server.allow_download is false: no download of the model is started)";
+      return kCouldNotRun;
+    }
     if (!snap.empty()) {
       extra["HF_HUB_OFFLINE"] = "1";
       say("the HF cache holds " + suite_.server.model + " (" + snap + "): the server runs offline");
@@ -261,6 +281,8 @@ class E2eRun : public SuiteRun {
     // the runner and its gates
     const std::string eval_out = out_ + "/eval";
     fs::create_directories(eval_out);
+    // Beside report.json, so `dsv4-eval report DIR... --group-by backend,spec` groups the runs.
+    write_text(eval_out + "/labels.json", manifest_["labels"].dump(2) + "\n");
     std::vector<std::string> run_argv;
     for (const auto& a : suite_.run.command)
       run_argv.push_back(substitute(a, {{"url", url}, {"out", eval_out}}));
@@ -297,6 +319,31 @@ class E2eRun : public SuiteRun {
     }
     why = "the runner ended with " + runner.describe_exit();
     return kCouldNotRun;
+  }
+
+  // The value after `flag` in the server's command line, or `def`.
+  std::string flag_value(const std::string& flag, const std::string& def) const {
+    const auto& c = suite_.server.command;
+    for (size_t i = 0; i + 1 < c.size(); ++i)
+      if (c[i] == flag) return c[i + 1];
+    return def;
+  }
+
+  // The configuration `dsv4-eval report` groups runs by: suite, model, FlashMLA backend,
+  // speculation, attention backend, TP and DP.
+  json labels() const {
+    std::string backend = "default";
+    for (const auto* env : {&suite_.env, &suite_.server.env})
+      if (auto it = env->find("SGLANG_HACK_FLASHMLA_BACKEND"); it != env->end()) backend = it->second;
+    std::string spec = flag_value("--speculative-algorithm", "off");
+    for (auto& ch : spec) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return {{"suite", suite_.name},
+            {"model", suite_.server.model},
+            {"backend", backend},
+            {"spec", spec},
+            {"attention", flag_value("--attention-backend", "default")},
+            {"tp", flag_value("--tp", "1")},
+            {"dp", flag_value("--dp", "1")}};
   }
 
   std::string gates_md_;

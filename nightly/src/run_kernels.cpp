@@ -23,6 +23,9 @@ class KernelsRun : public SuiteRun {
       const char* set = std::getenv("DSV4_CASE_DIR");
       env_["DSV4_CASE_DIR"] = set && *set ? set : out_ + "/cases";
     }
+    // Tests run in their own build folders: a relative folder would scatter the case files there,
+    // outside the uploaded artifact.
+    env_["DSV4_CASE_DIR"] = fs::absolute(env_["DSV4_CASE_DIR"]).lexically_normal().string();
     fs::create_directories(env_["DSV4_CASE_DIR"]);
     manifest_["case_dir"] = env_["DSV4_CASE_DIR"];
     return kernels(why);
@@ -85,14 +88,19 @@ class KernelsRun : public SuiteRun {
     const auto results = expand_shards(read_junit(junit), out_, out_);
     table_ = summary_table(suite_.name, results, ct);
     std::cout << table_ << std::flush;
-    int failed = 0;
+    int failed = 0, passed = 0, skipped = 0;
+    std::string skip_reason;
     for (const auto& r : results) {
+      if (r.outcome == Outcome::kPass) ++passed;
+      if (r.outcome == Outcome::kSkip && skipped++ == 0) skip_reason = r.name + ": " + r.message;
       if (r.outcome != Outcome::kFail) continue;
       ++failed;
       add_failure("test", r.name, r.message);
     }
     manifest_["tests"] = results.size();
     manifest_["tests_failed"] = failed;
+    manifest_["tests_passed"] = passed;
+    manifest_["tests_skipped"] = skipped;
     if (failed > 0) {
       why = std::to_string(failed) + " of " + std::to_string(results.size()) + " tests failed";
       return kGateFailed;
@@ -104,6 +112,12 @@ class KernelsRun : public SuiteRun {
       return kCouldNotRun;
     }
     if (results.empty()) return why = "no test ran", kCouldNotRun;
+    // A run in which every test skipped checked nothing (no GPU seen, a missing variable): it is
+    // no pass.
+    if (passed == 0)
+      return why = "every one of the " + std::to_string(skipped) +
+                   " tests skipped, so nothing was checked (first: " + skip_reason + ")",
+             kCouldNotRun;
     why = std::to_string(results.size()) + " tests, none failed";
     return kPass;
   }

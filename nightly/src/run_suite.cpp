@@ -115,9 +115,16 @@ int SuiteRun::run() {
                {"run_attempt", env_or("GITHUB_RUN_ATTEMPT")},
                {"sha", env_or("GITHUB_SHA")},
                {"event", env_or("GITHUB_EVENT_NAME")},
+               {"workflow", env_or("GITHUB_WORKFLOW")},
+               {"repository", env_or("GITHUB_REPOSITORY")},
+               // What ran: the image (ci/gpu-container.sh start sets both) and, for e2e, the
+               // SGLang commit installed into it (the workflow passes it).
+               {"image", env_or("DSV4_IMAGE")},
+               {"image_digest", env_or("DSV4_IMAGE_DIGEST")},
                {"started", utc_now()},
                {"steps", json::array()},
                {"failures", json::array()}};
+  if (suite_.kind == Kind::kE2e) manifest_["sglang_commit"] = env_or("DSV4_SGLANG_COMMIT");
   env_ = suite_.env;
   std::string path;
   if (!opt_.build_dir.empty()) {
@@ -187,6 +194,17 @@ std::optional<int> SuiteRun::supervise(Process& p, double timeout_s, std::string
   }
 }
 
+std::string SuiteRun::provenance() const {
+  auto shown = [&](const char* key, const char* var) {
+    const std::string v = manifest_.value(key, "");
+    return v.empty() ? std::string("not recorded (") + var + " unset)" : "`" + v + "`";
+  };
+  std::string s = "Image " + shown("image", "DSV4_IMAGE") + ", digest " +
+                  shown("image_digest", "DSV4_IMAGE_DIGEST");
+  if (suite_.kind == Kind::kE2e) s += "; SGLang commit " + shown("sglang_commit", "DSV4_SGLANG_COMMIT");
+  return s + ".";
+}
+
 int SuiteRun::finish(int code, const std::string& why) {
   manifest_["finished"] = utc_now();
   manifest_["seconds"] = std::round((now_s() - started_) * 10) / 10;
@@ -205,7 +223,7 @@ int SuiteRun::finish(int code, const std::string& why) {
   std::ostringstream md;
   md << "## " << suite_.name << ": " << (code == kPass ? "✅ " : "❌ ") << exit_meaning(code)
      << " (exit " << code << ")\n\n"
-     << why << "\n\n| step | result | seconds | log |\n|---|---|---|---|\n";
+     << why << "\n\n" << provenance() << "\n\n| step | result | seconds | log |\n|---|---|---|---|\n";
   for (const auto& s : manifest_["steps"])
     md << "| " << s.value("name", "") << " | " << s.value("result", "") << " | "
        << s.value("seconds", 0.0) << " | " << s.value("log", "") << " |\n";

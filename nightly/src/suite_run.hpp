@@ -57,6 +57,8 @@ class SuiteRun {
 
  private:
   int finish(int code, const std::string& why);
+  // The image, its digest and (e2e) the SGLang commit, for the summary.
+  std::string provenance() const;
   double started_ = 0;
 };
 

@@ -92,6 +92,19 @@ class RunSuite : public ::testing::Test {
                 "\")\n";
     }
     test::write_file(dir_ / "src/ct-shards/CTestTestfile.cmake", shards);
+    // Every test skips (as GPU tests do without a GPU): SKIP_RETURN_CODE, as GoogleTest's skip
+    // marker makes CTest report them.
+    test::write_file(dir_ / "src/ct-skip/CTestTestfile.cmake",
+                     "add_test(kernels/KvStore.Poison /bin/sh -c \"echo no GPU; exit 77\")\n"
+                     "add_test(kernels/RingLayout.GraphReplay /bin/sh -c \"echo no GPU; exit 77\")\n"
+                     "set_tests_properties(kernels/KvStore.Poison kernels/RingLayout.GraphReplay "
+                     "PROPERTIES LABELS gpu RESOURCE_GROUPS gpus:1 SKIP_RETURN_CODE 77)\n");
+    // A test that writes a case file where DSV4_CASE_DIR says (from its own working folder).
+    test::write_file(dir_ / "src/ct-casedir/CTestTestfile.cmake",
+                     "add_test(kernels/KvStore.Poison /bin/sh -c \"mkdir -p $DSV4_CASE_DIR && "
+                     "touch $DSV4_CASE_DIR/kv_store.safetensors\")\n"
+                     "set_tests_properties(kernels/KvStore.Poison PROPERTIES LABELS gpu "
+                     "RESOURCE_GROUPS gpus:1)\n");
     test::write_file(dir_ / "src/ct-fail/CTestTestfile.cmake",
                      "add_test(kernels/KvStore.Poison /bin/true)\n"
                      "add_test(kernels/KvStore.Hostile /bin/sh -c \"echo mismatch; exit 1\")\n"
@@ -99,7 +112,7 @@ class RunSuite : public ::testing::Test {
                      "PROPERTIES LABELS gpu RESOURCE_GROUPS gpus:1)\n");
     json e2e = {
         {"kind", "e2e"},
-        {"runs_on", "linux-mi35x-gpu-8"},
+        {"runner", "mi35x-8"},
         {"timeout_minutes", 40},
         {"container", {{"image", "img"}}},
         {"sources", test::e2e_sources()},
@@ -108,7 +121,8 @@ class RunSuite : public ::testing::Test {
           {"command",
            {"fake-server", "--model", "{model}", "--port", "0", "--port-file", "{port_file}"}},
           {"ready_timeout_s", 20},
-          {"stop_grace_s", 2}}},
+          {"stop_grace_s", 2},
+          {"allow_download", true}}},
         {"run",
          {{"command", {"dsv4-eval", "gsm8k", "--url", "{url}", "--out", "{out}"}},
           {"gates", {"accuracy>0.92"}},
@@ -128,10 +142,18 @@ class RunSuite : public ::testing::Test {
     retried["retries"] = 1;
     json cached = with("e2e-cached", {{"HF_HOME", dir_ / "hf"}});
     test::write_file(dir_ / "hf/hub/models--org--model/snapshots/abc/config.json", "{}");
+    json nocache = with("e2e-no-cache", {{"HF_HOME", dir_ / "empty-hf"}});
+    nocache["server"]["allow_download"] = false;
+    json uncached = with("e2e-no-hf-home", json::object());
+    uncached["server"]["allow_download"] = false;
+    json triton = with("e2e-triton-mtp", {{"SGLANG_HACK_FLASHMLA_BACKEND", "triton"}});
+    triton["server"]["command"] = {"fake-server", "--model", "{model}", "--port-file", "{port_file}",
+                                   "--tp", "8", "--attention-backend", "dsv4",
+                                   "--speculative-algorithm", "EAGLE"};
     json missing = with("e2e-missing-runner", json::object());
     missing["run"]["command"] = {"dsv4-eval-absent", "--url", "{url}"};
     json kernels = {{"kind", "kernels"},
-                    {"runs_on", "linux-mi35x-gpu-8"},
+                    {"runner", "mi35x-8"},
                     {"timeout_minutes", 70},
                     {"container", {{"image", "rocm"}}},
                     {"build", {{"preset", "hip"}}},
@@ -145,7 +167,11 @@ class RunSuite : public ::testing::Test {
                        {{{"name", "graph"}, {"match", "Graph"}},
                         {{"name", "poison"}, {"match", "Poison"}},
                         {{"name", "hostile"}, {"match", "Hostile"}}}}}}};
-    json kfail = kernels, knogpu = kernels, kshards = kernels;
+    json kfail = kernels, knogpu = kernels, kshards = kernels, kskip = kernels, kcase = kernels;
+    kskip["name"] = "kernels-all-skipped";
+    kskip["ctest"]["test_dir"] = "ct-skip";
+    kcase["name"] = "kernels-case-dir";
+    kcase["ctest"]["test_dir"] = "ct-casedir";
     kshards["name"] = "kernels-shards";
     kshards["ctest"]["test_dir"] = "ct-shards";
     kernels["name"] = "kernels-pass";
@@ -156,7 +182,7 @@ class RunSuite : public ::testing::Test {
     json doc = test::registry_doc(
         {with("e2e-green", json::object()), with("e2e-gate", {{"FAKE_RUN_EXIT", "1"}}),
          with("e2e-not-ready", {{"FAKE_READY_EXIT", "3"}}), fixed_port, timeout, missing, retried,
-         cached, kernels, kfail, knogpu, kshards});
+         cached, nocache, uncached, triton, kernels, kfail, knogpu, kshards, kskip, kcase});
     reg_ = parse_registry(doc, "test-suites.json");
   }
 
@@ -289,6 +315,65 @@ TEST_F(RunSuite, E2eMissingRunnerIsExit3) {
       << manifest_["reason"];
 }
 
+TEST_F(RunSuite, E2eWithoutTheModelInTheCacheFailsFastNamingThePath) {
+  EXPECT_EQ(run("e2e-no-cache"), 3) << manifest_.dump(2);
+  EXPECT_LT(seconds_, 5.0);
+  const std::string why = manifest_["reason"];
+  EXPECT_NE(why.find("no snapshot of org/model: looked for " + dir_ / "empty-hf" +
+                     "/hub/models--org--model/snapshots/*/config.json"),
+            std::string::npos)
+      << why;
+  EXPECT_FALSE(manifest_.contains("server_pid")) << "a server was started: " << manifest_.dump(2);
+  EXPECT_EQ(manifest_["failures"][0]["kind"], "could-not-run");
+  EXPECT_EQ(run("e2e-no-hf-home"), 3) << manifest_.dump(2);
+  EXPECT_NE(manifest_["reason"].get<std::string>().find("HF_HOME is not set"), std::string::npos)
+      << manifest_["reason"];
+}
+
+TEST_F(RunSuite, E2eWritesTheLabelsDsv4EvalReportGroupsBy) {
+  EXPECT_EQ(run("e2e-triton-mtp"), 0) << manifest_.dump(2);
+  const json labels = json::parse(artifact("e2e-triton-mtp", "eval/labels.json"));
+  EXPECT_EQ(labels, json({{"suite", "e2e-triton-mtp"},
+                          {"model", "org/model"},
+                          {"backend", "triton"},
+                          {"spec", "eagle"},
+                          {"attention", "dsv4"},
+                          {"tp", "8"},
+                          {"dp", "1"}}))
+      << labels.dump(2);
+  EXPECT_EQ(manifest_["labels"], labels);
+  EXPECT_EQ(run("e2e-green"), 0) << manifest_.dump(2);
+  const json plain = json::parse(artifact("e2e-green", "eval/labels.json"));
+  EXPECT_EQ(plain["backend"], "default");
+  EXPECT_EQ(plain["spec"], "off");
+}
+
+TEST_F(RunSuite, ReportsRecordTheImageDigestAndTheSglangCommit) {
+  ::setenv("DSV4_IMAGE", "rocm/sgl-dev:v0.5.10-rocm720-mi35x-20261130", 1);
+  ::setenv("DSV4_IMAGE_DIGEST", "rocm/sgl-dev@sha256:abc123", 1);
+  ::setenv("DSV4_SGLANG_COMMIT", "0123456789abcdef0123456789abcdef01234567", 1);
+  const int code = run("e2e-green");
+  ::unsetenv("DSV4_IMAGE");
+  ::unsetenv("DSV4_IMAGE_DIGEST");
+  ::unsetenv("DSV4_SGLANG_COMMIT");
+  EXPECT_EQ(code, 0) << manifest_.dump(2);
+  EXPECT_EQ(manifest_["image"], "rocm/sgl-dev:v0.5.10-rocm720-mi35x-20261130");
+  EXPECT_EQ(manifest_["image_digest"], "rocm/sgl-dev@sha256:abc123");
+  EXPECT_EQ(manifest_["sglang_commit"], "0123456789abcdef0123456789abcdef01234567");
+  const std::string md = artifact("e2e-green", "summary.md");
+  EXPECT_NE(md.find("Image `rocm/sgl-dev:v0.5.10-rocm720-mi35x-20261130`, digest "
+                    "`rocm/sgl-dev@sha256:abc123`; SGLang commit "
+                    "`0123456789abcdef0123456789abcdef01234567`."),
+            std::string::npos)
+      << md;
+  // Unset, the summary says so instead of staying silent.
+  EXPECT_EQ(run("e2e-green"), 0);
+  EXPECT_NE(artifact("e2e-green", "summary.md")
+                .find("digest not recorded (DSV4_IMAGE_DIGEST unset); SGLang commit not recorded"),
+            std::string::npos)
+      << artifact("e2e-green", "summary.md");
+}
+
 TEST_F(RunSuite, UnknownSuiteIsExit2) {
   RunOptions o;
   o.suite = "nope";
@@ -335,6 +420,32 @@ TEST_F(RunSuite, KernelsShardsAreReportedByTheirTests) {
       artifact("kernels-shards", "junit/kernels_test_kv_store/shard-2-of-2.xml").find("Hostile"),
       std::string::npos)
       << "the shards' XML travels with the artifact";
+}
+
+TEST_F(RunSuite, KernelsRunWhereEveryTestSkippedCannotPass) {
+  EXPECT_EQ(run("kernels-all-skipped"), 3) << manifest_.dump(2);
+  EXPECT_EQ(manifest_["tests"], 2);
+  EXPECT_EQ(manifest_["tests_skipped"], 2);
+  EXPECT_EQ(manifest_["tests_passed"], 0);
+  EXPECT_NE(manifest_["reason"].get<std::string>().find("every one of the 2 tests skipped"),
+            std::string::npos)
+      << manifest_["reason"];
+  EXPECT_EQ(manifest_["failures"][0]["kind"], "could-not-run");
+}
+
+TEST_F(RunSuite, KernelsCaseDirIsAbsoluteSoCaseFilesLandInTheArtifact) {
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_.path());
+  ::setenv("DSV4_CASE_DIR", "out/kernels-case-dir/cases", 1);
+  const int code = run("kernels-case-dir");
+  ::unsetenv("DSV4_CASE_DIR");
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(code, 0) << manifest_.dump(2);
+  EXPECT_EQ(manifest_["case_dir"], dir_ / "out/kernels-case-dir/cases") << manifest_.dump(2);
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "out/kernels-case-dir/cases/kv_store.safetensors"))
+      << "the case file is not in the artifact folder";
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "src/ct-casedir/out"))
+      << "the case file landed in the test's build folder";
 }
 
 TEST_F(RunSuite, KernelsWithoutGpuIsExit3) {

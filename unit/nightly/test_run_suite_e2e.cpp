@@ -30,7 +30,7 @@ class RunSuiteEndToEnd : public ::testing::Test {
     for (const auto& f : server_flags) server.push_back(f);
     json suite = {{"name", "e2e-test-server"},
                   {"kind", "e2e"},
-                  {"runs_on", "linux-mi35x-gpu-8"},
+                  {"runner", "mi35x-8"},
                   {"timeout_minutes", 40},
                   {"container", {{"image", "img"}}},
                   {"sources", test::e2e_sources()},
@@ -38,6 +38,7 @@ class RunSuiteEndToEnd : public ::testing::Test {
                    {{"model", "dsv4/test-model"},
                     {"command", server},
                     {"ready_timeout_s", ready_timeout_s},
+                    {"allow_download", true},
                     {"stop_grace_s", 5}}},
                   {"run",
                    {{"command",
@@ -83,6 +84,20 @@ TEST_F(RunSuiteEndToEnd, GreenPath) {
   EXPECT_FALSE(test::read_file(out_ + "/eval/junit.xml").empty());
   EXPECT_FALSE(test::read_file(out_ + "/eval/results.jsonl").empty());
   EXPECT_NE(test::read_file(out_ + "/summary.md").find("✅ pass (exit 0)"), std::string::npos);
+}
+
+// dsv4-eval report groups the nightly's runs by the labels run-suite writes beside report.json
+// (without them it refuses: the run has no 'backend' to group by).
+TEST_F(RunSuiteEndToEnd, ReportGroupsTheRunsByTheirLabels) {
+  ASSERT_EQ(run(registry({"--correct-rate", "0.95", "--accept-length", "3.4,3.2"}, 30)), 0)
+      << manifest_.dump(2) << test::read_file(out_ + "/runner.log");
+  const auto r = test::run_command(std::string(DSV4_EVAL_BIN) + " report " + test::quote(out_) +
+                                   " --group-by backend,spec,suite --out " +
+                                   test::quote(dir_ / "comparison"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("default"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("e2e-test-server"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("off"), std::string::npos) << r.output;
 }
 
 TEST_F(RunSuiteEndToEnd, GateFailureIsExit1) {
