@@ -173,6 +173,7 @@ class Reader {
 // build (kernels).
 constexpr long kSetupS = 30 * 60;
 constexpr long kBuildS = 60 * 60;
+constexpr long kStepS = 30 * 60;
 
 bool mentions(const std::vector<std::string>& args, const std::string& token) {
   for (const auto& a : args)
@@ -307,11 +308,14 @@ void parse_kernels(const Reader& r, const json& j, const std::string& p, Suite& 
   s.ctest.parallel = r.integer(cj, cp, "parallel", 1, 1024, false, 1);
   s.ctest.slots_per_gpu = r.integer(cj, cp, "slots_per_gpu", 1, 64, false, 1);
   s.ctest.timeout_s = r.integer(cj, cp, "timeout_s", 1, 7 * 86400, false, 3600);
-  if (s.timeout_minutes * 60L < s.ctest.timeout_s + kBuildS)
+  // The qualification and each extra step have 30 minutes each (their steps' limits).
+  const long steps_s = kStepS * ((s.qualify.empty() ? 0 : 1) + static_cast<long>(s.extra_steps.size()));
+  if (s.timeout_minutes * 60L < s.ctest.timeout_s + kBuildS + steps_s)
     r.fail(join(p, "timeout_minutes"),
            "is shorter than ctest.timeout_s + " + std::to_string(kBuildS / 60) +
-               " min for the container, dependencies and build = " +
-               std::to_string((s.ctest.timeout_s + kBuildS) / 60) + " min",
+               " min for the container, dependencies and build + " + std::to_string(kStepS / 60) +
+               " min per qualify or extra step = " +
+               std::to_string((s.ctest.timeout_s + kBuildS + steps_s) / 60) + " min",
            &j.at("timeout_minutes"));
   s.ctest.families = r.strings(cj, cp, "families", true, true);
   static const std::regex family_re("^[a-z][a-z0-9_]*$");

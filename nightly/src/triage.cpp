@@ -3,6 +3,7 @@
 #include "triage.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -198,10 +199,16 @@ std::vector<DormantTest> dormant_tests(const std::vector<std::string>& run_dirs,
     std::string reason;
   };
   std::map<std::string, Seen> seen;
+  std::set<std::string> run_ids;  // a run fetched twice (as the caller's and by its workflow)
   runs_read = 0;
   for (const auto& dir : run_dirs) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
+    fs::path norm = fs::path(dir).lexically_normal();
+    if (norm.filename().empty()) norm = norm.parent_path();
+    const std::string id = norm.filename().string();
+    if (std::all_of(id.begin(), id.end(), ::isdigit) && !id.empty() && !run_ids.insert(id).second)
+      continue;
     std::map<std::string, Outcome> in_run;  // a test's best outcome in this run
     std::map<std::string, std::string> reason;
     bool any = false;

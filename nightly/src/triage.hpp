@@ -52,7 +52,8 @@ struct DormantTest {
 
 // Reads every junit.xml under each run folder (GoogleTest shards expanded by the XML beside
 // them) and returns the tests that never passed or failed in any run: dormant. `runs_read`
-// counts the folders that held at least one JUnit file.
+// counts the folders that held at least one JUnit file; a run folder named by a run id already
+// read (fetched once as the caller's run and once by its workflow's name) is read once.
 std::vector<DormantTest> dormant_tests(const std::vector<std::string>& run_dirs, int& runs_read,
                                        int& tests_seen);
 

@@ -231,6 +231,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "suites[2].job", "shares job 'e2e' with e2e-a but not its runner"},
         BadCase{"job is a suite", [](json& d) { d["suites"][1]["job"] = "kernels-a"; },
                 "suites[1].job", "name of another suite"},
+        BadCase{"qualify budget", [](json& d) { d["suites"][0]["qualify"] = "asan"; },
+                "suites[0].timeout_minutes", "per qualify or extra step = 100 min"},
         BadCase{"qualify", [](json& d) { d["suites"][0]["qualify"] = "tsan"; },
                 "suites[0].qualify", "\"tsan\""},
         BadCase{"extra step placeholder",

@@ -155,7 +155,7 @@ TEST(Dormant, TestsSkippedInEveryRunOfEveryWorkflowAreFound) {
   test::write_file(d / "nightly/4/empty.txt", "no junit here");
   int runs = 0, tests = 0;
   auto dormant = dormant_tests({d / "pr/1", d / "pr/2", d / "nightly/3", d / "nightly/4",
-                                d / "absent"},
+                                d / "absent", d / "pr/2/"},
                                runs, tests);
   EXPECT_EQ(runs, 3);
   EXPECT_EQ(tests, 4);
