@@ -255,7 +255,8 @@ int cmd_triage(int argc, char** argv) {
   if (const char* n = std::getenv(str(*r, "needs-env").c_str()); n && *n)
     t.needs = nlohmann::json::parse(n);
   if (!str(*r, "registry").empty())
-    for (const auto& s : load_registry(str(*r, "registry")).suites) t.job_suites[s.job].push_back(s.name);
+    for (const auto& s : load_registry(str(*r, "registry")).suites)
+      t.job_suites[s.job].push_back(s.name);
   int fresh = 0;
   const std::string md = triage(t, fresh);
   std::cout << md;
@@ -372,8 +373,7 @@ int main(int argc, char** argv) {
   static const std::map<std::string, int (*)(int, char**)> commands = {
       {"validate", cmd_validate}, {"render", cmd_render}, {"check", cmd_check},
       {"run", cmd_run},           {"triage", cmd_triage}, {"sanitize", cmd_sanitize},
-      {"dormant", cmd_dormant},
-      {"table", cmd_table}};
+      {"dormant", cmd_dormant},   {"table", cmd_table}};
   auto it = commands.find(cmd);
   if (it == commands.end()) {
     std::cerr << "dsv4-nightly: unknown command '" << cmd << "'\n" << kUsageText;

@@ -202,7 +202,8 @@ void parse_container(const Reader& r, const json& j, const std::string& p, Conta
     r.fail(join(cp, "options"), "must not contain quotes (it is split on spaces)",
            &cj.at("options"));
   if (c.options.find("--ipc") != std::string::npos)
-    r.fail(join(cp, "options"), "must not set --ipc (host IPC voids --shm-size)", &cj.at("options"));
+    r.fail(join(cp, "options"), "must not set --ipc (host IPC voids --shm-size)",
+           &cj.at("options"));
 }
 
 void parse_e2e(const Reader& r, const json& j, const std::string& p, Suite& s) {
@@ -309,7 +310,8 @@ void parse_kernels(const Reader& r, const json& j, const std::string& p, Suite& 
   s.ctest.slots_per_gpu = r.integer(cj, cp, "slots_per_gpu", 1, 64, false, 1);
   s.ctest.timeout_s = r.integer(cj, cp, "timeout_s", 1, 7 * 86400, false, 3600);
   // The qualification and each extra step have 30 minutes each (their steps' limits).
-  const long steps_s = kStepS * ((s.qualify.empty() ? 0 : 1) + static_cast<long>(s.extra_steps.size()));
+  const long steps_s =
+      kStepS * ((s.qualify.empty() ? 0 : 1) + static_cast<long>(s.extra_steps.size()));
   if (s.timeout_minutes * 60L < s.ctest.timeout_s + kBuildS + steps_s)
     r.fail(join(p, "timeout_minutes"),
            "is shorter than ctest.timeout_s + " + std::to_string(kBuildS / 60) +
@@ -348,11 +350,11 @@ void parse_kernels(const Reader& r, const json& j, const std::string& p, Suite& 
 }
 
 void parse_suite(const Reader& r, const json& j, const std::string& p, Suite& s) {
-  r.keys(j, p,
-         {"name", "job", "kind", "schedule", "description", "runner", "timeout_minutes",
-          "container", "env", "sources", "build", "server", "run", "retries", "ctest", "qualify",
-          "extra_steps"},
-         {"name", "kind", "runner", "timeout_minutes", "container"});
+  r.keys(
+      j, p,
+      {"name", "job", "kind", "schedule", "description", "runner", "timeout_minutes", "container",
+       "env", "sources", "build", "server", "run", "retries", "ctest", "qualify", "extra_steps"},
+      {"name", "kind", "runner", "timeout_minutes", "container"});
   s.name = r.matching(j, p, "name", true, name_re(),
                       "lower-case letters, digits and '-', starting with a letter");
   for (const char* word : {"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
@@ -575,8 +577,8 @@ Registry parse_registry(const json& doc, const std::string& file) {
     if (rc == nullptr) {
       std::string known;
       for (const auto& c : reg.nightly.runners) known += (known.empty() ? "" : ", ") + c.name;
-      r.fail(at("suites", i) + ".runner", "is not a class of nightly.runners (known: " + known + ")",
-             &sj.at("runner"));
+      r.fail(at("suites", i) + ".runner",
+             "is not a class of nightly.runners (known: " + known + ")", &sj.at("runner"));
     }
     s.runs_on = rc->label;
     reg.suites.push_back(std::move(s));
@@ -594,12 +596,13 @@ Registry parse_registry(const json& doc, const std::string& file) {
     for (size_t k = 0; k < i; ++k) {
       const Suite& o = reg.suites[k];
       if (o.job != s.job) continue;
-      const char* differs = o.schedule != s.schedule                 ? "schedule"
-                            : o.runner != s.runner                   ? "runner"
-                            : o.container.image != s.container.image ? "container.image"
+      const char* differs = o.schedule != s.schedule                     ? "schedule"
+                            : o.runner != s.runner                       ? "runner"
+                            : o.container.image != s.container.image     ? "container.image"
                             : o.container.options != s.container.options ? "container.options"
-                            : o.container.not_before != s.container.not_before ? "container.not_before"
-                                                                                : nullptr;
+                            : o.container.not_before != s.container.not_before
+                                ? "container.not_before"
+                                : nullptr;
       if (differs)
         r.fail(at("suites", i) + ".job",
                "shares job '" + s.job + "' with " + o.name + " but not its " + differs,

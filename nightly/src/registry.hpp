@@ -91,11 +91,11 @@ struct Suite {
   Container container;
   std::map<std::string, std::string> env;
   std::map<std::string, std::string> sources;  // launch field -> where SGLang sets it
-  Build build;      // kernels: built in the container; e2e: the tools job's build
-  Server server;    // e2e only
-  Runner run;       // e2e only
-  int retries = 0;  // e2e: reruns after a could-not-run attempt (with HF_HUB_OFFLINE=1)
-  Ctest ctest;      // kernels only
+  Build build;          // kernels: built in the container; e2e: the tools job's build
+  Server server;        // e2e only
+  Runner run;           // e2e only
+  int retries = 0;      // e2e: reruns after a could-not-run attempt (with HF_HUB_OFFLINE=1)
+  Ctest ctest;          // kernels only
   std::string qualify;  // kernels: "asan" runs ci/asan-qualify.sh before the suite
   std::vector<ExtraStep> extra_steps;  // kernels: after the suite, in its container
 };

@@ -108,10 +108,11 @@ std::string job_text(const std::string& dir, const Registry& reg,
         s.qualify == "asan" ? fill(load_template(dir, "step-qualify-asan.yml"), v) : "";
     std::string extra;
     for (const auto& e : s.extra_steps)
-      extra += fill(load_template(dir, "step-extra.yml"),
-                    {{"name", e.name},
-                     {"run", substitute(e.run, {{"artifacts", "$GITHUB_WORKSPACE/" + v["artifacts"]},
-                                                {"build", "build/" + s.build.preset}})}});
+      extra +=
+          fill(load_template(dir, "step-extra.yml"),
+               {{"name", e.name},
+                {"run", substitute(e.run, {{"artifacts", "$GITHUB_WORKSPACE/" + v["artifacts"]},
+                                           {"build", "build/" + s.build.preset}})}});
     v["extra_steps"] = extra;
     return fill(load_template(dir, "job-kernels.yml"), v);
   }
@@ -164,7 +165,8 @@ std::string render_reusable(const Registry& reg, const std::string& dir) {
   v["nightly_jobs"] = nightly_jobs;
   v["weekly_jobs"] = weekly_jobs;
   std::string dormancy;
-  for (const auto& w : reg.nightly.dormancy_workflows) dormancy += (dormancy.empty() ? "" : " ") + w;
+  for (const auto& w : reg.nightly.dormancy_workflows)
+    dormancy += (dormancy.empty() ? "" : " ") + w;
   v["dormancy_workflows"] = dormancy;
   jobs += fill(load_template(dir, "job-report.yml"), v);
   jobs.pop_back();  // the template's line end after @@jobs@@ ends the file
@@ -214,8 +216,9 @@ std::string fill(const std::string& text, const std::map<std::string, std::strin
 }
 
 std::vector<RenderedFile> render_all(const Registry& reg, const std::string& dir) {
-  std::vector<RenderedFile> out = {{reg.nightly.reusable + ".yml", render_reusable(reg, dir)},
-                                   {reg.nightly.name + ".yml", render_caller(reg, Schedule::kNightly, dir)}};
+  std::vector<RenderedFile> out = {
+      {reg.nightly.reusable + ".yml", render_reusable(reg, dir)},
+      {reg.nightly.name + ".yml", render_caller(reg, Schedule::kNightly, dir)}};
   bool weekly = false;
   for (const auto& s : reg.suites) weekly = weekly || s.schedule == Schedule::kWeekly;
   std::string callers = reg.nightly.name;
@@ -223,8 +226,9 @@ std::vector<RenderedFile> render_all(const Registry& reg, const std::string& dir
     out.push_back({"weekly.yml", render_caller(reg, Schedule::kWeekly, dir)});
     callers += ", weekly";
   }
-  out.push_back({"auto-retry.yml", fill(load_template(dir, "auto-retry.yml"),
-                                        {{"workflows", callers}, {"repository", reg.nightly.repository}})});
+  out.push_back(
+      {"auto-retry.yml", fill(load_template(dir, "auto-retry.yml"),
+                              {{"workflows", callers}, {"repository", reg.nightly.repository}})});
   out.push_back({reg.pr.name + ".yml", render_pr(reg, dir)});
   return out;
 }

@@ -334,7 +334,8 @@ class E2eRun : public SuiteRun {
   json labels() const {
     std::string backend = "default";
     for (const auto* env : {&suite_.env, &suite_.server.env})
-      if (auto it = env->find("SGLANG_HACK_FLASHMLA_BACKEND"); it != env->end()) backend = it->second;
+      if (auto it = env->find("SGLANG_HACK_FLASHMLA_BACKEND"); it != env->end())
+        backend = it->second;
     std::string spec = flag_value("--speculative-algorithm", "off");
     for (auto& ch : spec) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     return {{"suite", suite_.name},

@@ -201,7 +201,8 @@ std::string SuiteRun::provenance() const {
   };
   std::string s = "Image " + shown("image", "DSV4_IMAGE") + ", digest " +
                   shown("image_digest", "DSV4_IMAGE_DIGEST");
-  if (suite_.kind == Kind::kE2e) s += "; SGLang commit " + shown("sglang_commit", "DSV4_SGLANG_COMMIT");
+  if (suite_.kind == Kind::kE2e)
+    s += "; SGLang commit " + shown("sglang_commit", "DSV4_SGLANG_COMMIT");
   return s + ".";
 }
 
@@ -223,7 +224,8 @@ int SuiteRun::finish(int code, const std::string& why) {
   std::ostringstream md;
   md << "## " << suite_.name << ": " << (code == kPass ? "✅ " : "❌ ") << exit_meaning(code)
      << " (exit " << code << ")\n\n"
-     << why << "\n\n" << provenance() << "\n\n| step | result | seconds | log |\n|---|---|---|---|\n";
+     << why << "\n\n"
+     << provenance() << "\n\n| step | result | seconds | log |\n|---|---|---|---|\n";
   for (const auto& s : manifest_["steps"])
     md << "| " << s.value("name", "") << " | " << s.value("result", "") << " | "
        << s.value("seconds", 0.0) << " | " << s.value("log", "") << " |\n";

@@ -105,14 +105,14 @@ std::string triage(const TriageOptions& opt, int& new_failures) {
           it != opt.job_suites.end() ? it->second : std::vector<std::string>{job};
       for (const auto& suite : suites)
         if (!current.count(suite))
-          current[suite] = {suite,
-                            "",
-                            0,
-                            kCouldNotRun,
-                            "the job " + job + " ended (" + result +
-                                ") before run-suite wrote suite.json",
-                            {{"could-not-run", "", "the job " + job + " " + result +
-                                                       " before run-suite ran this suite"}}};
+          current[suite] = {
+              suite,
+              "",
+              0,
+              kCouldNotRun,
+              "the job " + job + " ended (" + result + ") before run-suite wrote suite.json",
+              {{"could-not-run", "",
+                "the job " + job + " " + result + " before run-suite ran this suite"}}};
     }
   // Earlier runs: one folder each, newest first by run id.
   std::vector<std::pair<std::string, std::map<std::string, SuiteOutcome>>> earlier;

@@ -214,9 +214,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"bad floor",
                 [](json& d) { d["e2e_defaults"]["container"]["not_before"] = "2026-04-24"; },
                 "suites[1].container.not_before", "YYYYMMDD"},
-        BadCase{"ipc host",
-                [](json& d) { d["suites"][0]["container"]["options"] = "--ipc=host --shm-size 8g"; },
-                "suites[0].container.options", "--shm-size"},
+        BadCase{
+            "ipc host",
+            [](json& d) { d["suites"][0]["container"]["options"] = "--ipc=host --shm-size 8g"; },
+            "suites[0].container.options", "--shm-size"},
         BadCase{"job on kernels", [](json& d) { d["suites"][0]["job"] = "k"; }, "suites[0].job",
                 "e2e suites only"},
         BadCase{"job mates differ",
@@ -233,8 +234,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "suites[1].job", "name of another suite"},
         BadCase{"qualify budget", [](json& d) { d["suites"][0]["qualify"] = "asan"; },
                 "suites[0].timeout_minutes", "per qualify or extra step = 100 min"},
-        BadCase{"qualify", [](json& d) { d["suites"][0]["qualify"] = "tsan"; },
-                "suites[0].qualify", "\"tsan\""},
+        BadCase{"qualify", [](json& d) { d["suites"][0]["qualify"] = "tsan"; }, "suites[0].qualify",
+                "\"tsan\""},
         BadCase{"extra step placeholder",
                 [](json& d) {
                   d["suites"][0]["extra_steps"] = {{{"name", "x"}, {"run", "run {artefacts}"}}};

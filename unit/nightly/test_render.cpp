@@ -97,10 +97,10 @@ TEST(Render, OneReusableWorkflowWithAJobPerSuiteGroupAndAReportJob) {
         << job;
     EXPECT_NE(job.find("repository: ${{ inputs.dsv4_repository }}"), std::string::npos) << job;
     EXPECT_NE(job.find("runs-on: ${{ inputs.runs_on_mi35x_8 }}\n"), std::string::npos) << job;
-    EXPECT_NE(job.find("if: inputs.schedule == '" +
-                       std::string(s.schedule == Schedule::kWeekly ? "weekly" : "nightly") +
-                       "' && ("),
-              std::string::npos)
+    EXPECT_NE(
+        job.find("if: inputs.schedule == '" +
+                 std::string(s.schedule == Schedule::kWeekly ? "weekly" : "nightly") + "' && ("),
+        std::string::npos)
         << job;
     EXPECT_NE(job.find("name: dsv4-" + s.name + "-attempt${{ github.run_attempt }}"),
               std::string::npos)
@@ -184,7 +184,9 @@ TEST(Render, OneReusableWorkflowWithAJobPerSuiteGroupAndAReportJob) {
             std::string::npos)
       << "the triage step does not see the jobs' results: " << report;
   EXPECT_NE(report.find("dsv4-nightly dormant"), std::string::npos) << report;
-  EXPECT_NE(report.find("for w in nightly weekly pr; do"), std::string::npos) << report;
+  EXPECT_NE(report.find("for w in $DORMANCY_WORKFLOWS; do"), std::string::npos) << report;
+  EXPECT_NE(a.find("      dormancy_workflows:\n"), std::string::npos);
+  EXPECT_NE(a.find("        default: \"nightly weekly pr\"\n"), std::string::npos);
   EXPECT_NE(report.find("GH_REPO: ${{ github.repository }}"), std::string::npos) << report;
   EXPECT_NE(report.find("--limit " + std::to_string(reg.nightly.triage_runs)), std::string::npos);
 

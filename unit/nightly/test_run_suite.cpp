@@ -94,11 +94,12 @@ class RunSuite : public ::testing::Test {
     test::write_file(dir_ / "src/ct-shards/CTestTestfile.cmake", shards);
     // Every test skips (as GPU tests do without a GPU): SKIP_RETURN_CODE, as GoogleTest's skip
     // marker makes CTest report them.
-    test::write_file(dir_ / "src/ct-skip/CTestTestfile.cmake",
-                     "add_test(kernels/KvStore.Poison /bin/sh -c \"echo no GPU; exit 77\")\n"
-                     "add_test(kernels/RingLayout.GraphReplay /bin/sh -c \"echo no GPU; exit 77\")\n"
-                     "set_tests_properties(kernels/KvStore.Poison kernels/RingLayout.GraphReplay "
-                     "PROPERTIES LABELS gpu RESOURCE_GROUPS gpus:1 SKIP_RETURN_CODE 77)\n");
+    test::write_file(
+        dir_ / "src/ct-skip/CTestTestfile.cmake",
+        "add_test(kernels/KvStore.Poison /bin/sh -c \"echo no GPU; exit 77\")\n"
+        "add_test(kernels/RingLayout.GraphReplay /bin/sh -c \"echo no GPU; exit 77\")\n"
+        "set_tests_properties(kernels/KvStore.Poison kernels/RingLayout.GraphReplay "
+        "PROPERTIES LABELS gpu RESOURCE_GROUPS gpus:1 SKIP_RETURN_CODE 77)\n");
     // A test that writes a case file where DSV4_CASE_DIR says (from its own working folder).
     test::write_file(dir_ / "src/ct-casedir/CTestTestfile.cmake",
                      "add_test(kernels/KvStore.Poison /bin/sh -c \"mkdir -p $DSV4_CASE_DIR && "
@@ -147,9 +148,12 @@ class RunSuite : public ::testing::Test {
     json uncached = with("e2e-no-hf-home", json::object());
     uncached["server"]["allow_download"] = false;
     json triton = with("e2e-triton-mtp", {{"SGLANG_HACK_FLASHMLA_BACKEND", "triton"}});
-    triton["server"]["command"] = {"fake-server", "--model", "{model}", "--port-file", "{port_file}",
-                                   "--tp", "8", "--attention-backend", "dsv4",
-                                   "--speculative-algorithm", "EAGLE"};
+    triton["server"]["command"] = {"fake-server", "--model",
+                                   "{model}",     "--port-file",
+                                   "{port_file}", "--tp",
+                                   "8",           "--attention-backend",
+                                   "dsv4",        "--speculative-algorithm",
+                                   "EAGLE"};
     json missing = with("e2e-missing-runner", json::object());
     missing["run"]["command"] = {"dsv4-eval-absent", "--url", "{url}"};
     json kernels = {{"kind", "kernels"},

@@ -91,9 +91,9 @@ TEST_F(RunSuiteEndToEnd, GreenPath) {
 TEST_F(RunSuiteEndToEnd, ReportGroupsTheRunsByTheirLabels) {
   ASSERT_EQ(run(registry({"--correct-rate", "0.95", "--accept-length", "3.4,3.2"}, 30)), 0)
       << manifest_.dump(2) << test::read_file(out_ + "/runner.log");
-  const auto r = test::run_command(std::string(DSV4_EVAL_BIN) + " report " + test::quote(out_) +
-                                   " --group-by backend,spec,suite --out " +
-                                   test::quote(dir_ / "comparison"));
+  const auto r =
+      test::run_command(std::string(DSV4_EVAL_BIN) + " report " + test::quote(out_) +
+                        " --group-by backend,spec,suite --out " + test::quote(dir_ / "comparison"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("default"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("e2e-test-server"), std::string::npos) << r.output;

@@ -154,9 +154,9 @@ TEST(Dormant, TestsSkippedInEveryRunOfEveryWorkflowAreFound) {
   junit(d / "nightly/3/dsv4-kernels-attempt1/junit.xml", {{"kernels/K.P", "fail"}});
   test::write_file(d / "nightly/4/empty.txt", "no junit here");
   int runs = 0, tests = 0;
-  auto dormant = dormant_tests({d / "pr/1", d / "pr/2", d / "nightly/3", d / "nightly/4",
-                                d / "absent", d / "pr/2/"},
-                               runs, tests);
+  auto dormant = dormant_tests(
+      {d / "pr/1", d / "pr/2", d / "nightly/3", d / "nightly/4", d / "absent", d / "pr/2/"}, runs,
+      tests);
   EXPECT_EQ(runs, 3);
   EXPECT_EQ(tests, 4);
   ASSERT_EQ(dormant.size(), 2u);
@@ -165,7 +165,8 @@ TEST(Dormant, TestsSkippedInEveryRunOfEveryWorkflowAreFound) {
   EXPECT_EQ(dormant[1].runs, 2);
   EXPECT_EQ(dormant[1].reason, "no GPU: GPU test skipped");
   // Labelled gpu, the replay test runs in the kernels suite: no longer dormant.
-  junit(d / "nightly/3/dsv4-kernels-attempt1/junit.xml", {{"kernels/K.P", "pass"}, {kReplay, "pass"}});
+  junit(d / "nightly/3/dsv4-kernels-attempt1/junit.xml",
+        {{"kernels/K.P", "pass"}, {kReplay, "pass"}});
   dormant = dormant_tests({d / "pr/1", d / "pr/2", d / "nightly/3"}, runs, tests);
   ASSERT_EQ(dormant.size(), 1u);
   EXPECT_EQ(dormant[0].name, kTorch);
