@@ -30,7 +30,8 @@ const char* kUsageText =
 
 commands:
   validate  load and check the registry, list its suites
-  render    write the workflows (nightly.yml, weekly.yml, pr.yml) from the registry and templates
+  render    write the workflows (nightly-suites.yml, its callers, auto-retry.yml, pr.yml) from the
+            registry and templates
   check     fail when the committed workflows differ from the rendering, a suite has no job, a job
             runs an unregistered suite, a preset is unknown, or a preset or test runs in no workflow
   run       run one suite (nightly/run-suite wraps this)
