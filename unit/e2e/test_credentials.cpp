@@ -92,7 +92,7 @@ TEST(Credentials, DatasetHostNeverSeesTheKey) {
   const std::string sha = *eval::sha256_file(data);
   std::string err;
   const int rc = run_eval_capture(
-      {"gsm8k", "--url", server.url(), "--api-key", kKey, "--data-url",
+      {"gsm8k", "--url", server.url(), "--num-questions", "0", "--api-key", kKey, "--data-url",
        host.url() + "/files/test.jsonl", "--data-sha256", sha, "--cache-dir", d.str("cache"),
        "--out", d.str("dl"), "--num-shots", "2", "--progress-interval", "0"},
       err);
@@ -173,22 +173,22 @@ TEST(Credentials, KeyedRunFilesHoldNoKey) {
   fs::create_directories(d.path() / "runs");
   std::string err, all_err;
   int rc = run_eval_capture(
-      {"gsm8k", "--url", server.url(), "--data", data, "--num-shots", "2", "--api-key", kKey,
-       "--out", d.str("runs/g1"), "--result-file", d.str("runs/result.jsonl"), "--gate",
-       "accuracy>0.5", "--progress-interval", "0"},
+      {"gsm8k", "--url", server.url(), "--num-questions", "0", "--data", data, "--num-shots", "2",
+       "--api-key", kKey, "--out", d.str("runs/g1"), "--result-file", d.str("runs/result.jsonl"),
+       "--gate", "accuracy>0.5", "--progress-interval", "0"},
       err);
   all_err += err;
   ASSERT_EQ(rc, 0) << err;
-  rc = run_eval_capture({"gsm8k", "--url", server.url(), "--data", data, "--num-shots", "2",
-                         std::string("--api-key=") + kKey, "--out", d.str("runs/g2"),
-                         "--progress-interval", "0", "--stream"},
+  rc = run_eval_capture({"gsm8k", "--url", server.url(), "--num-questions", "0", "--data", data,
+                         "--num-shots", "2", std::string("--api-key=") + kKey, "--out",
+                         d.str("runs/g2"), "--progress-interval", "0", "--stream"},
                         err);
   all_err += err;
   ASSERT_EQ(rc, 0) << err;
   // A refused key: the errored report records the command line too.
   rc = run_eval_capture(
-      {"gsm8k", "--url", server.url(), "--data", data, "--api-key", std::string(kKey) + "-old",
-       "--out", d.str("runs/g3"), "--progress-interval", "0"},
+      {"gsm8k", "--url", server.url(), "--num-questions", "0", "--data", data, "--api-key",
+       std::string(kKey) + "-old", "--out", d.str("runs/g3"), "--progress-interval", "0"},
       err);
   all_err += err;
   EXPECT_EQ(rc, 3) << err;

@@ -10,9 +10,11 @@
 #include <cmath>
 
 #include "gsm8k_runner_util.hpp"
+#include "http/process_setup.hpp"
 #include "report/report_runs.hpp"
 #include "report/report_table.hpp"
 #include "serve_bench/bpe_decoder.hpp"
+#include "serve_bench/bpe_encoder.hpp"
 #include "serve_bench/serve_bench_metrics.hpp"
 #include "serve_bench/serve_bench_run.hpp"
 #include "serve_bench/serve_bench_workload.hpp"
@@ -102,10 +104,11 @@ TEST(LocalTokenizer, DecodesByteLevelBpe) {
   EXPECT_EQ(dec.decode({'H', 'i', 256, ' ', 258}), "Hi the caf\xC3\xA9");
   EXPECT_EQ(dec.decode({300, 'a', 301}), "<|bos|>a<tool>");  // special tokens kept by default
   EXPECT_EQ(dec.decode({300, 'a'}, true), "a");
-  EXPECT_EQ(dec.decode({257, 172}), "\xE2\x82\xAC");            // the euro sign from two tokens
-  EXPECT_EQ(dec.decode({257, 'x'}), "\xEF\xBF\xBDx");           // its first two bytes alone
-  EXPECT_EQ(dec.decode({259, 999, 10}), "\xF0\x9F\x8D\x8E\n");  // id 999 has no token: dropped
-  EXPECT_EQ(dec.decode({int32_t(eval::serve::byte_level_char(' ') == 288 ? 32 : 32)}), " ");
+  EXPECT_EQ(dec.decode({257, 172}), "\xE2\x82\xAC");              // the euro sign from two tokens
+  EXPECT_EQ(dec.decode({257, 'x'}), "\xEF\xBF\xBDx");             // its first two bytes alone
+  EXPECT_EQ(dec.decode({259, 999, 10}), "\xF0\x9F\x8D\x8E\n");    // id 999 has no token: dropped
+  EXPECT_EQ(eval::serve::byte_level_char(' '), char32_t(0x120));  // GPT-2's "\u0120" for a space
+  EXPECT_EQ(dec.decode({32, 10, 9}), " \n\t");
   // Not byte-level: refused, naming the decoder type and the way out.
   json sp = small_tokenizer();
   sp["decoder"] = {{"type", "Metaspace"}, {"replacement", "_"}};
@@ -117,6 +120,113 @@ TEST(LocalTokenizer, DecodesByteLevelBpe) {
     EXPECT_NE(std::string(e.what()).find("\"Metaspace\""), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("/v1/detokenize"), std::string::npos) << e.what();
   }
+}
+
+// The small tokenizer with merges and DeepSeek-style pre-tokenizers: digits split in threes, then
+// GPT-2's pattern; hand-traced: "hello" merges h+e, l+l, he+ll; " world" starts with the merge
+// of the space character and w; the trailing space is its own piece.
+json merging_tokenizer(bool ignore_merges) {
+  json t = small_tokenizer();
+  json& v = t["model"]["vocab"];
+  v[bl("he")] = 260;
+  v[bl("ll")] = 261;
+  v[bl("hell")] = 262;
+  v[bl(" w")] = 263;
+  if (ignore_merges) v[bl("hello")] = 264;
+  t["model"]["merges"] = json::array({bl("h") + " " + bl("e"), bl("l") + " " + bl("l"),
+                                      json::array({bl("he"), bl("ll")}), bl(" ") + " " + bl("w")});
+  t["model"]["ignore_merges"] = ignore_merges;
+  t["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       json::array({{{"type", "Split"},
+                     {"pattern", {{"Regex", "\\p{N}{1,3}"}}},
+                     {"behavior", "Isolated"},
+                     {"invert", false}},
+                    {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}})}};
+  t["post_processor"]["special_tokens"] = {{"<|bos|>", {{"id", "<|bos|>"}, {"ids", {300}}}}};
+  return t;
+}
+
+TEST(LocalTokenizer, EncodesByteLevelBpe) {
+  TempDir d;
+  write_text(d.str("m.json"), merging_tokenizer(false).dump());
+  const auto enc = eval::serve::BpeEncoder::load(d.str("m.json"));
+  EXPECT_EQ(
+      enc.encode("hello world 12345"),
+      (std::vector<int32_t>{300, 262, 'o', 263, 'o', 'r', 'l', 'd', ' ', '1', '2', '3', '4', '5'}));
+  EXPECT_EQ(enc.encode("a<tool>b<|bos|>", false), (std::vector<int32_t>{'a', 301, 'b', 300}));
+  EXPECT_EQ(enc.encode("", true), (std::vector<int32_t>{300}));  // num_special_tokens_to_add
+  EXPECT_EQ(enc.encode("caf\xC3\xA9", false),
+            (std::vector<int32_t>{'c', 'a', 'f', 0xC3, 0xA9}));  // no merge: the bytes
+  write_text(d.str("i.json"), merging_tokenizer(true).dump());
+  EXPECT_EQ(eval::serve::BpeEncoder::load(d.str("i.json")).encode("hello", false),
+            (std::vector<int32_t>{264}));  // ignore_merges: the whole word from the vocabulary
+  // Decoding the encoding gives the text back.
+  const auto dec = eval::serve::BpeDecoder::load(d.str("m.json"));
+  EXPECT_EQ(dec.decode(enc.encode("Zo\xC3\xAB h\xC3\xA4lt 3 \xE2\x82\xAC \xF0\x9F\x8D\x8E", false)),
+            "Zo\xC3\xAB h\xC3\xA4lt 3 \xE2\x82\xAC \xF0\x9F\x8D\x8E");
+  json bad = merging_tokenizer(false);
+  bad["normalizer"] = {{"type", "NFKC"}};
+  write_text(d.str("bad.json"), bad.dump());
+  try {
+    eval::serve::BpeEncoder::load(d.str("bad.json"));
+    ADD_FAILURE() << "an NFKC normalizer was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("normalizer NFKC"), std::string::npos) << e.what();
+  }
+}
+
+// bench_serving's `random` with --tokenizer against a server without tokenizer endpoints: the
+// ShareGPT text is encoded and the prompts decoded here.
+TEST(LocalTokenizer, RandomDatasetEncodesHere) {
+  TempDir d;
+  write_text(d.str("tokenizer.json"), merging_tokenizer(false).dump());
+  json share = json::array();
+  for (int i = 0; i < 10; ++i)
+    share.push_back({{"conversations",
+                      json::array({{{"from", "human"},
+                                    {"value", "hello w\xC3\xB6rld " + std::to_string(100 + i)}},
+                                   {{"from", "gpt"}, {"value", "Some."}}})}});
+  write_text(d.str("sharegpt.json"), share.dump());
+  TestServerConfig cfg;
+  cfg.threads = 16;
+  cfg.no_tokenizer_endpoints = true;
+  TestServer server(cfg);
+  server.start();
+  std::string err;
+  ASSERT_EQ(run_eval_capture({"serve-bench",
+                              "--url",
+                              server.url(),
+                              "--dataset-name",
+                              "random",
+                              "--dataset-path",
+                              d.str("sharegpt.json"),
+                              "--tokenizer",
+                              d.str("tokenizer.json"),
+                              "--random-input",
+                              "30",
+                              "--random-output",
+                              "4",
+                              "--random-range-ratio",
+                              "1",
+                              "--num-prompts",
+                              "6",
+                              "--disable-tqdm",
+                              "--out",
+                              d.str("r")},
+                             err),
+            0)
+      << err;
+  const json rep = read_report(d.str("r"));
+  EXPECT_EQ(metric(rep, "total_input_tokens"), 6 * 29);
+  EXPECT_NE(rep["context"]["encoding"].get<std::string>().find("encoded by --tokenizer"),
+            std::string::npos)
+      << rep["context"];
+  // The text sent: the encoding (BOS first, as transformers' encode) repeated, cut by one
+  // special token at the end and decoded with special tokens kept, as bench_serving does.
+  const std::string text = json::parse(server.stats().last_generation_body)["text"];
+  EXPECT_EQ(text.rfind("<|bos|>hello w\xC3\xB6rld 1", 0), 0u) << text;
 }
 
 // The seed's serve-bench line with --tokenizer against a server without /v1/tokenize and
@@ -272,10 +382,15 @@ TEST(ServeBenchFlags, ResultBlockHasEveryPercentileRow) {
       EXPECT_NE(block.find(row), std::string::npos) << row << " missing:\n" << block;
     }
   EXPECT_NE(block.find("Max ITL (ms):"), std::string::npos);
-  EXPECT_NE(block.find("P90 TTFT (ms):                          2.80      "), std::string::npos)
-      << block;
-  EXPECT_NE(block.find("Failed requests:                         2         "), std::string::npos);
-  EXPECT_NE(block.find("Aborted requests (HTTP 200):             1         "), std::string::npos);
+  auto row = [](const char* label, const char* value) {
+    char b[128];
+    std::snprintf(b, sizeof b, "\n%-40s %-10s\n", label, value);
+    return std::string(b);
+  };
+  EXPECT_NE(block.find(row("P90 TTFT (ms):", "2.80")), std::string::npos) << block;
+  EXPECT_NE(block.find(row("P95 TTFT (ms):", "2.90")), std::string::npos) << block;
+  EXPECT_NE(block.find(row("Failed requests:", "2")), std::string::npos) << block;
+  EXPECT_NE(block.find(row("Aborted requests (HTTP 200):", "1")), std::string::npos) << block;
 }
 
 // --url with --host or --port names both; bench_sglang's --backend srt; bench_serving's
@@ -304,11 +419,12 @@ TEST(ServeBenchFlags, UrlBackendFlushAndProfile) {
             2);
   EXPECT_NE(err.find("--base-url and --port"), std::string::npos) << err;
   // bench_sglang's --backend srt is the native API; anything else is named.
-  EXPECT_EQ(run_eval_capture({"gsm8k", "--backend", "srt", "--host", "http://127.0.0.1", "--port",
-                              std::to_string(server.port()), "--data", data, "--num-shots", "2",
-                              "--out", d.str("srt"), "--progress-interval", "0"},
-                             err),
-            0)
+  EXPECT_EQ(
+      run_eval_capture({"gsm8k", "--backend", "srt", "--host", "http://127.0.0.1", "--port",
+                        std::to_string(server.port()), "--data", data, "--num-shots", "2",
+                        "--num-questions", "0", "--out", d.str("srt"), "--progress-interval", "0"},
+                       err),
+      0)
       << err;
   EXPECT_TRUE(json::parse(server.stats().last_generation_body).contains("sampling_params"));
   EXPECT_EQ(run_eval_capture({"gsm8k", "--backend", "vllm", "--url", server.url(), "--data", data,
@@ -400,8 +516,8 @@ TEST(OpenFiles, ConcurrencyTheLimitCannotHoldIsRefusedFirst) {
   server.start();
   std::string err;
   EXPECT_EQ(run_limited(300,
-                        {"gsm8k", "--url", server.url(), "--data", data, "--parallel", "500",
-                         "--out", d.str("g")},
+                        {"gsm8k", "--url", server.url(), "--data", data, "--num-questions", "0",
+                         "--parallel", "500", "--out", d.str("g")},
                         d.str("g.err"), err),
             2)
       << err;

@@ -32,9 +32,9 @@ const char* kEpilogue =
     "--tokenize-prompt sends the drawn ids as input_ids, exactly the drawn lengths. Input tokens\n"
     "counted are bench_serving's prompt_len (the ids decoded or sent); requests whose\n"
     "meta_info.prompt_tokens differs from it (plus the special tokens for text) are counted in\n"
-    "prompt_len_mismatches. --dataset-name random encodes the ShareGPT text with the server's\n"
-    "/v1/tokenize (special tokens included, as transformers' encode) before repeating or cutting\n"
-    "it. Output tokens are meta_info.completion_tokens.\n"
+    "prompt_len_mismatches. --dataset-name random encodes the ShareGPT text (special tokens\n"
+    "included, as transformers' encode) with --tokenizer, else with the server's /v1/tokenize,\n"
+    "before repeating or cutting it. Output tokens are meta_info.completion_tokens.\n"
     "Exit codes: 0 pass, 1 a gate failed, 2 bad usage or config, 3 could not run (server\n"
     "unreachable or refusing the API key, warmup failed, more than --max-failed failures).\n";
 

@@ -228,6 +228,7 @@ int report_serve_bench(const ServeBenchJob& job, const BenchOutcome& res) {
                                                    "(finish_reason abort)"
                                              : std::string()));
   if (!res.profile_note.empty()) rep.context.push_back({"profile", res.profile_note});
+  if (!res.encode_note.empty()) rep.context.push_back({"encoding", res.encode_note});
   for (const auto& e : res.errors) rep.notes.push_back("request error: " + e);
   if (res.short_outputs)
     rep.notes.push_back(

@@ -16,6 +16,7 @@
 #include "http/process_setup.hpp"
 #include "http/server_api.hpp"
 #include "serve_bench/bpe_decoder.hpp"
+#include "serve_bench/bpe_encoder.hpp"
 #include "serve_bench/sharegpt.hpp"
 
 namespace dsv4::eval::serve {
@@ -390,18 +391,40 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
                    e.what());
     }
   }
+  // `random` encodes its ShareGPT text with the same local tokenizer when it can.
+  std::optional<BpeEncoder> local_enc;
+  if (w.dataset == "random" && !o.tokenizer_path.empty() && !o.server_tokenizer) {
+    try {
+      local_enc = BpeEncoder::load(o.tokenizer_path);
+    } catch (const std::invalid_argument& e) {
+      out.encode_note = e.what();
+      std::fprintf(stderr,
+                   "dsv4-eval serve-bench: %s; the ShareGPT text is encoded by the server\n",
+                   e.what());
+    }
+  }
   std::vector<BenchRequest> reqs;
   try {
-    reqs = w.dataset == "random"
-               ? random_sharegpt_workload(
-                     w, load_sharegpt(o.dataset_path),
-                     server_encoder(base,
-                                    "the ShareGPT text of --dataset-name random is encoded by the "
-                                    "server's tokenizer"))
-               : make_workload(w);
+    Encoder enc =
+        local_enc ? Encoder([&local_enc](const std::vector<std::string>& texts) {
+          std::vector<std::vector<int32_t>> ids;
+          for (const auto& t : texts) ids.push_back(local_enc->encode(t));
+          return ids;
+        })
+                  : server_encoder(base,
+                                   "the ShareGPT text of --dataset-name random is encoded by the "
+                                   "server's tokenizer; --tokenizer encodes it here");
+    reqs = w.dataset == "random" ? random_sharegpt_workload(w, load_sharegpt(o.dataset_path), enc)
+                                 : make_workload(w);
+    if (w.dataset == "random")
+      out.encode_note = (local_enc ? "ShareGPT text encoded by --tokenizer " + o.tokenizer_path
+                                   : "ShareGPT text encoded by the server's /v1/tokenize") +
+                        (out.encode_note.empty() ? "" : " (" + out.encode_note + ")");
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();
     throw BenchError(kExitUsage, what.rfind("--", 0) == 0 ? what : "--" + what);
+  } catch (const std::runtime_error& e) {  // the local tokenizer cannot encode a text
+    throw BenchError(kExitUsage, e.what());
   }
   check_server(base);
   if (o.tokenize_prompt) {

@@ -82,6 +82,7 @@ struct BenchOutcome {
   std::string prompt_form;            // how prompts were built and sent (text decoded by whom, or
                                       // input_ids)
   std::string profile_note;           // what the profiler endpoints answered (--profile)
+  std::string encode_note;            // random: who encoded the ShareGPT text
   std::vector<std::optional<double>> accept_per_rank;
   std::string accept_note;          // "speculative decoding off", or why it could not be read
   std::vector<std::string> errors;  // distinct request errors, the first few
