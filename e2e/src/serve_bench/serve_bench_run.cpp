@@ -423,6 +423,8 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();
     throw BenchError(kExitUsage, what.rfind("--", 0) == 0 ? what : "--" + what);
+  } catch (const BenchError&) {  // the server's /v1/tokenize refused: could not run
+    throw;
   } catch (const std::runtime_error& e) {  // the local tokenizer cannot encode a text
     throw BenchError(kExitUsage, e.what());
   }
