@@ -370,7 +370,8 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
   out.vocab_source = o.vocab_source;
   // Every connection of the run and of the warmup (sent all at once, as bench_serving does) must
   // fit the open-file limit before the first request goes out.
-  const size_t cap = size_t(o.max_concurrency.value_or(w.num_prompts));
+  // (A --num-prompts below 1 is the workload's error to name, below.)
+  const size_t cap = size_t(std::max<int64_t>(0, o.max_concurrency.value_or(w.num_prompts)));
   const size_t warm = size_t(std::max<int64_t>(0, o.warmup_requests));
   if (auto e = warm > cap ? check_open_file_limit(warm, "--warmup-requests")
                           : check_open_file_limit(
