@@ -517,7 +517,7 @@ TEST(OpenFiles, ConcurrencyTheLimitCannotHoldIsRefusedFirst) {
   std::string err;
   EXPECT_EQ(run_limited(300,
                         {"gsm8k", "--url", server.url(), "--data", data, "--num-questions", "0",
-                         "--parallel", "500", "--out", d.str("g")},
+                         "--num-shots", "2", "--parallel", "500", "--out", d.str("g")},
                         d.str("g.err"), err),
             2)
       << err;
