@@ -41,7 +41,7 @@ int run(int argc, char** argv) {
     ("group-by", "label keys that make a configuration (one row each), comma separated",
      cxxopts::value<std::string>()->default_value(""))
     ("baseline", "the baseline row of each group, e.g. spec=off", cxxopts::value<std::string>()->default_value(""))
-    ("columns", "columns (default accuracy,accept_length, accept_length_mean, accept_length_min and accept_length_rank<i> where the runs report them, ttt,ttft,tpot)",
+    ("columns", "columns, comma separated (default: accuracy, accept_length, then accept_length_mean, accept_length_min and accept_length_rank<i> where a run reports them, then ttt, ttft, tpot)",
      cxxopts::value<std::string>()->default_value(""))
     ("previous", "folder of the previous night's reports", cxxopts::value<std::string>()->default_value(""))
     ("max-drop", "regression limit as a fraction, for every column (0.05) or one (tpot=0.05); "
