@@ -79,7 +79,7 @@ TEST_F(Replay, SmokeIsRegisteredWithReferenceDeviceAndComparator) {
   EXPECT_THAT(names, ::testing::Contains("smoke"));
   const Family* f = find_family("smoke");
   ASSERT_NE(f, nullptr);
-  EXPECT_TRUE(f->reference && f->device && f->compare);
+  EXPECT_TRUE(f->make);
   EXPECT_THAT(f->summary, HasSubstr("in.x"));
   EXPECT_EQ(find_family("no_such_family"), nullptr);
   EXPECT_THROW(register_family(*f), std::logic_error) << "a second 'smoke' must be refused";

@@ -440,20 +440,11 @@ namespace {
       [](const ::dsv4::fx::Tensors& in) -> std::unique_ptr<::dsv4::fx::KernelCase> {
         return std::make_unique<::dsv4::cases::CompactPagesCase>(in);
       });
-  auto with_meta = [](const Case& c) {
-    Case d = c;
-    d.inputs = ::dsv4::cases::with_case_metadata(c);
-    return d;
-  };
-  f.reference = [inner = f.reference, with_meta](const Case& c) { return inner(with_meta(c)); };
-  if (f.device)
-    f.device = [inner = f.device, with_meta](const Case& c) { return inner(with_meta(c)); };
-  f.golden_bitwise = [inner = f.golden_bitwise, with_meta](const Case& c) {
-    return inner(with_meta(c));
-  };
-  f.compare = [inner = f.compare, with_meta](const std::string& o, const ::dsv4::fx::st::Tensor& g,
-                                             const ::dsv4::fx::st::Tensor& w, const Case& c) {
-    return inner(o, g, w, with_meta(c));
+  // The factory reads the metadata as inputs.
+  f.make = [](const Case& c) {
+    ::dsv4::fx::Tensors in = ::dsv4::cases::with_case_metadata(c);
+    auto k = std::make_unique<::dsv4::cases::CompactPagesCase>(in);
+    return ::dsv4::replay::Family::Bound{std::move(k), std::move(in)};
   };
   return f;
 }

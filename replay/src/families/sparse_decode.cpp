@@ -3,6 +3,7 @@
 #include "dsv4/cases/sparse_decode.hpp"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "dsv4/kernels/sparse_decode.hpp"
@@ -77,6 +78,7 @@ std::string SparseDecodeShape::str() const {
     os << " extra=" << kv_layout_name(s.extra_layout) << " Ke=" << s.Ke
        << " Pe=" << s.extra_page_size;
   if (splits) os << " S=" << splits;
+  if (rope) os << " rope";
   return os.str();
 }
 
@@ -94,6 +96,29 @@ fx::SparseCase sparse_case_of(const fx::Tensors& in) {
   if (in.count("sink")) c.sink = input(in, "sink").values<float>("in.sink");
   ref::check(c.inputs());  // sizes and the layout pair, naming the field
   return c;
+}
+
+ref::Inputs SparseView::inputs() const {
+  ref::Inputs r = c.inputs();
+  r.cos_sin = cos_sin;
+  r.positions = positions;
+  r.rope_dim = rope_dim;
+  return r;
+}
+
+SparseView sparse_view_of(const fx::Tensors& in) {
+  SparseView v;
+  v.c = sparse_case_of(in);
+  if (in.count("cos_sin") || in.count("positions")) {
+    const st::Tensor& cs = input(in, "cos_sin");
+    if (cs.shape.size() != 2 || cs.shape[1] == 0)
+      cs.throw_shape("in.cos_sin", "[n_pos, rope_dim]");
+    v.cos_sin = cs.values<float>("in.cos_sin");
+    v.rope_dim = cs.shape[1];
+    v.positions = input(in, "positions").values<int64_t>("in.positions");
+  }
+  ref::check(v.inputs());
+  return v;
 }
 
 fx::Tensors tensors_of(const fx::SparseCase& c) {
@@ -119,11 +144,28 @@ SparseDecodeCase::SparseDecodeCase(const fx::Tensors& in) {
   }
   s.sink = !c.sink.empty();
   shape_.splits = splits_of(in);
+  shape_.rope = sparse_view_of(in).rope_dim != 0;
 }
 
 fx::Tensors SparseDecodeCase::draw(fx::Rng& rng) const {
   fx::Tensors in = tensors_of(fx::sparse_case(rng, shape_.s, shape_.mix));
   if (shape_.splits) in["splits"] = st::Tensor::scalar<int64_t>(shape_.splits);
+  if (shape_.rope) {  // (cos, sin) of p * 10000^(-2i/64), as SGLang's freqs_cis viewed real
+    const size_t n_pos = 4096, rd = 64, B = shape_.s.B;
+    std::vector<float> cs(n_pos * rd);
+    for (size_t p = 0; p < n_pos; ++p)
+      for (size_t i = 0; i < rd / 2; ++i) {
+        const double th = double(p) * std::pow(10000.0, -2.0 * double(i) / double(rd));
+        cs[p * rd + 2 * i] = float(std::cos(th));
+        cs[p * rd + 2 * i + 1] = float(std::sin(th));
+      }
+    std::vector<int64_t> pos(B);
+    for (auto& x : pos)
+      x = rng.uniform() < shape_.bad_position ? (rng.uniform() < 0.5 ? -1 : int64_t(n_pos))
+                                              : rng.range(0, int64_t(n_pos) - 1);
+    in["cos_sin"] = st::Tensor::of<float>({n_pos, rd}, cs);
+    in["positions"] = st::Tensor::of<int64_t>(pos);
+  }
   return in;
 }
 
@@ -142,8 +184,9 @@ std::vector<fx::OutputSpec> SparseDecodeCase::outputs(const fx::Tensors& in) con
 }
 
 fx::Tensors SparseDecodeCase::reference(const fx::Tensors& in) const {
-  const fx::SparseCase c = sparse_case_of(in);
-  const ref::Outputs r = ref::decode_f64(c.inputs());
+  const SparseView v = sparse_view_of(in);
+  const fx::SparseCase& c = v.c;
+  const ref::Outputs r = ref::decode_f64(v.inputs());
   const uint64_t B = c.B, H = c.H, D = uint64_t(kTokenValues);
   fx::Tensors want = {{"out", st::Tensor::of<double>({B, H, D}, r.out)},
                       {"out_lse", st::Tensor::of<double>({B, H}, r.lse)},
@@ -183,6 +226,11 @@ void SparseDecodeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
   m.out = d.ptr<bf16>("out");
   m.out_lse = d.ptr<float>("out_lse");
   m.errors = a.errors;
+  if (d.has("cos_sin")) {  // the inverse RoPE of compact_attention_hip, applied by the merge
+    const st::Tensor& cs = d.host("cos_sin");
+    m.rope = {d.ptr<float>("cos_sin"), int64_t(cs.shape[0]), int(cs.shape[1]),
+              d.ptr<int64_t>("positions")};
+  }
   kernels::split_combine::combine(m, s);
 }
 
@@ -190,7 +238,7 @@ void SparseDecodeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
                                                      const st::Tensor& got, const st::Tensor& want,
                                                      const fx::Tensors& in) const {
   if (spec.name == "errors") return fx::KernelCase::compare(spec, got, want, in);
-  const ref::Tolerance t = ref::tolerance(sparse_case_of(in).inputs());
+  const ref::Tolerance t = ref::tolerance(sparse_view_of(in).inputs());
   fx::Tolerance tol;
   tol.allow_all_zero = true;
   if (spec.name == "out" || spec.name == "part_o") {
@@ -203,6 +251,33 @@ void SparseDecodeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
   return fx::within(tol)(got, want, spec.name, in);
 }
 
+std::string SparseDecodeCase::cannot_run() const {
+  if (shape_.rope && !shape_.splits)
+    return "the project's unsplit kernel has no inverse RoPE (the split path, in.splits, applies "
+           "it in split_combine)";
+  return "";
+}
+
+::testing::AssertionResult SparseDecodeCase::compare_foreign(const fx::OutputSpec& spec,
+                                                             const st::Tensor& got,
+                                                             const st::Tensor& want,
+                                                             const fx::Tensors& in) const {
+  if (spec.name == "out" && got.shape == want.shape) {
+    const SparseView v = sparse_view_of(in);
+    const ref::Outputs r = ref::decode_f64(v.inputs());
+    const size_t B = v.c.B, H = v.c.H;
+    std::vector<bool> zero_row(B * H);
+    for (size_t row = 0; row < B * H; ++row)
+      zero_row[row] =
+          r.lse[row] == INFINITY || (!v.c.sink.empty() && v.c.sink[row % H] == INFINITY);
+    if (auto nan = no_nan_in_zero_rows(got.to_f64("got.out"), zero_row, size_t(kTokenValues),
+                                       spec.name);
+        !nan)
+      return nan;
+  }
+  return compare(spec, got, want, in);
+}
+
 }  // namespace dsv4::cases
 
 DSV4_KERNEL_FAMILY(
@@ -210,7 +285,9 @@ DSV4_KERNEL_FAMILY(
     "in.q BF16[B, H, 512]; in.pool U8[pages, page_bytes], in.layout I32 (0 v41, 1 v41_fp4, 2 "
     "v4), in.page_size I64, in.indices I32[B, K], in.lengths I32[B]; optional extra_pool, "
     "extra_layout, extra_page_size, extra_indices, extra_lengths; in.sm_scale F32; optional "
-    "in.sink F32[H]; optional in.splits I64 (split-KV path through split_combine) -> out "
+    "in.sink F32[H]; optional in.splits I64 (split-KV path through split_combine); optional "
+    "in.cos_sin F32[n_pos, rope_dim] with in.positions I64[B] (inverse RoPE) -> out "
     "BF16[B, H, 512], out_lse F32[B, H], errors I64 (+ part_o F32[B, S, H, 512], part_lse "
-    "F32[B, S, H] with splits). Within the tolerance derived from the data (fp64 reference)",
+    "F32[B, S, H] with splits). Within the tolerance derived from the data (fp64 reference); a "
+    "foreign source's NaN in a row with no key fails naming SGLang's HIP reducer",
     ::dsv4::cases::SparseDecodeCase)

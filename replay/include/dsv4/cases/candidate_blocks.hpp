@@ -5,10 +5,16 @@
 // Case layout: in.scores F32 [B, stride], in.lens I32 [B], in.bs I64, in.nb I64, in.K I64,
 // optional in.width I64 (default stride), optional in.wave I32 (the sorts' logical wave width).
 // Outputs: blocks I32 [B, nb] and keys I32 [B, K], both sorted ascending with -1 last, bit for bit.
+// A foreign source (cases::Foreign): SGLang's published block lists are read as they are (padded
+// with num_blocks or any index past the row's blocks, in score order or any other) and normalised
+// (padding -> -1, ascending, -1 last), then judged tie-tolerantly (any tied block or key at a
+// cut-off); its key lists likewise (ascending after normalisation).
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 
 namespace dsv4::cases {
@@ -26,7 +32,7 @@ struct CandidateBlocksShape {
   std::string str() const;  // "B=4 width=4096 ragged bs=64 nb=16 K=512 W=16 ties"
 };
 
-class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape> {
+class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape>, public Foreign {
  public:
   explicit CandidateBlocksCase(CandidateBlocksShape shape) : ShapedCase(shape) {}
   explicit CandidateBlocksCase(const fx::Tensors& in);
@@ -37,6 +43,14 @@ class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape> {
   fx::Tensors reference(const fx::Tensors& in) const override;
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
   std::string cannot_run() const override;
+  ::testing::AssertionResult compare_foreign(const fx::OutputSpec& spec, const st::Tensor& got,
+                                             const st::Tensor& want,
+                                             const fx::Tensors& in) const override;
 };
+
+// A published block list [rows, nb] normalised: entries outside [0, n_blocks(row)) become -1,
+// then each row ascending with -1 last.
+std::vector<int32_t> normalise_blocks(std::vector<int32_t> blocks, size_t nb,
+                                      const std::vector<int64_t>& n_blocks);
 
 }  // namespace dsv4::cases
