@@ -245,8 +245,8 @@ TEST(SparseDecodeLauncher, BadArgumentsNameTheField) {
   a = good();
   a.extra = a.main;
   a.main.layout = kFp4;
-  a.extra.layout = kV41;
-  EXPECT_THAT(err(a), HasSubstr("(main, extra) layouts (v41_fp4, v41)"));
+  a.extra.layout = KvLayout::kV4;
+  EXPECT_THAT(err(a), HasSubstr("(main, extra) layouts (v41_fp4, v4)"));
   a = good();
   a.errors = nullptr;
   EXPECT_THAT(err(a), HasSubstr("errors is null"));
