@@ -79,37 +79,65 @@ inline double write_ceiling_gbps(size_t bytes, gpu::Stream s) {
   return double(bytes) / (us * 1e3);
 }
 
-// A table printed as aligned columns (header, rule, rows), also easy to paste into Markdown.
+// A table streamed as it is measured: the header first, then each row as soon as row() gets it
+// (flushed, so a run that stops or hangs keeps every row measured before), Markdown-ready. Columns
+// take the header's width (at least 8) and widen for a longer cell. While a row is being measured
+// the thread's activity names it, so a wait past the launch deadline reports which row hung:
+// measuring(label) names it exactly; otherwise it is "row <n> of <table>, after <last row>".
 class Table {
  public:
-  explicit Table(std::vector<std::string> header) : header_(std::move(header)) {}
-  void row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
-  void print(FILE* out = stdout) const {
-    std::vector<size_t> w(header_.size());
-    for (size_t c = 0; c < header_.size(); ++c) {
-      w[c] = header_[c].size();
-      for (const auto& r : rows_)
-        if (c < r.size()) w[c] = std::max(w[c], r[c].size());
-    }
-    auto line = [&](const std::vector<std::string>& r) {
-      std::fprintf(out, "|");
-      for (size_t c = 0; c < w.size(); ++c)
-        std::fprintf(out, " %*s |", int(w[c]), c < r.size() ? r[c].c_str() : "");
-      std::fprintf(out, "\n");
-    };
-    line(header_);
-    std::fprintf(out, "|");
-    for (size_t c = 0; c < w.size(); ++c)
-      std::fprintf(out, "%s|", std::string(w[c] + 2, '-').c_str());
-    std::fprintf(out, "\n");
-    for (const auto& r : rows_) line(r);
+  explicit Table(std::vector<std::string> header, std::string title = "")
+      : header_(std::move(header)), title_(std::move(title)) {
+    for (const auto& h : header_) w_.push_back(std::max<size_t>(h.size(), 8));
+    begin_row();
+  }
+  void row(std::vector<std::string> cells, FILE* out = stdout) {
+    if (!printed_header_) print_header(out);
+    line(cells, out);
+    last_ = cells.empty() ? "" : cells[0];
+    for (size_t c = 1; c < cells.size() && c < 4; ++c) last_ += " " + cells[c];
+    ++rows_;
+    begin_row();
+  }
+  // The header alone when no row came (a table whose rows all failed still shows its columns).
+  void print(FILE* out = stdout) {
+    if (!printed_header_) print_header(out);
     std::fflush(out);
   }
+  size_t rows() const { return rows_; }
 
  private:
+  void begin_row() {
+    gpu::set_activity("row " + std::to_string(rows_ + 1) + " of " +
+                      (title_.empty() ? std::string("the table") : title_) +
+                      (rows_ ? ", after the row \"" + last_ + "\"" : std::string(", the first")));
+  }
+  void print_header(FILE* out) {
+    line(header_, out);
+    std::fprintf(out, "|");
+    for (size_t c = 0; c < w_.size(); ++c)
+      std::fprintf(out, "%s|", std::string(w_[c] + 2, '-').c_str());
+    std::fprintf(out, "\n");
+    std::fflush(out);
+    printed_header_ = true;
+  }
+  void line(const std::vector<std::string>& r, FILE* out) {
+    std::fprintf(out, "|");
+    for (size_t c = 0; c < w_.size(); ++c)
+      std::fprintf(out, " %*s |", int(w_[c]), c < r.size() ? r[c].c_str() : "");
+    std::fprintf(out, "\n");
+    std::fflush(out);
+  }
   std::vector<std::string> header_;
-  std::vector<std::vector<std::string>> rows_;
+  std::string title_;
+  std::vector<size_t> w_;
+  bool printed_header_ = false;
+  size_t rows_ = 0;
+  std::string last_;
 };
+
+// Names the row about to be measured in the deadline's report (the Table's label otherwise).
+inline void measuring(const std::string& what) { gpu::set_activity(what); }
 
 inline std::string fmt(const char* f, double v) {
   char buf[64];

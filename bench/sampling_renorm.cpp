@@ -60,6 +60,9 @@ int main(int argc, char** argv) {
         variants.push_back(auto_path == ks::Path::kFused ? ks::Variant::kMultiLaunch
                                                          : ks::Variant::kFused);
       for (const ks::Variant variant : variants) {
+        bench::measuring("bench_sampling_renorm row B=" + std::to_string(B) +
+                         (top_p ? " top-p " : " top-k ") +
+                         ks::path_name(ks::path_of(B, kV, top_p, variant)));
         const double us = bench::median_us(
             [&](int, gpu::Stream st) {
               if (top_p)

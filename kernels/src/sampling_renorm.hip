@@ -2,8 +2,9 @@
 // for top-k, exact fixed-point masses split in 32-bit halves for top-p), a kept sum in fixed-size
 // chunks added in chunk order, then one write pass. A row spreads over several blocks when B is
 // small, each block histogramming its chunks into its own workspace slot and the next step's
-// blocks adding the slots in block order: one launch per step (multi-launch), or one launch whose
-// resident blocks meet at a grid barrier between steps (fused); with one block per row, one kernel.
+// blocks adding the slots in block order: one launch per step (multi-launch), or one cooperative
+// launch whose blocks the runtime keeps resident together and which meet at the runtime's grid
+// barrier between steps (fused); with one block per row, one kernel.
 #include "dsv4/kernels/sampling_renorm.hpp"
 
 #include <algorithm>
@@ -24,7 +25,6 @@ constexpr int64_t kMaxBlocksPerRow = 32;  // bounds the slots each block adds up
 
 // Where the multi-block passes keep their results, per row (bpr blocks, nchunks chunks).
 struct Work {
-  u64* barrier;    // the fused kernel's grid barrier word
   State* state;    // [B][kPasses + 1]: the state before pass n (n = kPasses: the final pivot)
   uint32_t* maxv;  // [B][bpr]: each block's largest weight bits (top-p)
   float* csum;     // [B][nchunks]: kept sum of each chunk
@@ -63,7 +63,9 @@ __global__ void __launch_bounds__(kThreads)
 // Each step below is one launch of the multi-launch variant, or one stretch of the fused kernel
 // between grid barriers; both run the same code, so they give the same bytes.
 
-// A value another block wrote in this launch (the fused kernel), read past this block's L1.
+// A value another block wrote in this launch (the fused kernel), read past this block's L1. The
+// grid barrier's acquire already orders these reads; the volatile load also keeps a stale line of
+// the same slot (the histogram slots alternate by pass parity) out of the answer.
 template <class T>
 __device__ __forceinline__ T fresh(const T* p) {
   return *static_cast<const volatile T*>(p);
@@ -200,48 +202,7 @@ __global__ void __launch_bounds__(kThreads)
              out, sums, total);
 }
 
-// ---- fused: one kernel, the steps separated by a grid barrier, the state in registers ----
-
-// The grid barrier's word: arrivals in bits 0-11, a tag in bits 12-47 (so the poison or leftovers
-// of whatever used the workspace before are told apart from a barrier in progress), the
-// generation in bits 48-63. Arrivals add 1; the last one takes the count back to 0 and bumps the
-// generation in one add, so the word is ready for the next barrier and the next launch.
-constexpr u64 kBarrierCount = 0xfff;
-constexpr u64 kBarrierTag = 0xb5e7c3a9dull << 12;
-constexpr u64 kBarrierTagMask = 0xfffffffffull << 12;
-constexpr int kBarrierGenShift = 48;
-
-__device__ __forceinline__ bool arrival_counted(u64 word, u64 blocks) {
-  return (word & kBarrierTagMask) == kBarrierTag && (word & kBarrierCount) < blocks;
-}
-
-// Every block of the grid waits here until all have arrived; their writes before it are visible
-// to every block after it. All blocks must be resident at once (the launcher checks).
-__device__ void grid_barrier(u64* word) {
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const u64 blocks = gridDim.x;
-    __threadfence();
-    u64 old = atomicAdd(word, 1ull);
-    // Not a barrier word (the first barrier on a fresh workspace): this add is lost; a fresh word
-    // replaces what is there and this block arrives again. A counted word stays counted, so only
-    // arrivals before that replacement are redone.
-    while (!arrival_counted(old, blocks)) {
-      const u64 cur = fresh(word);
-      if (!arrival_counted(cur, blocks)) atomicCAS(word, cur, kBarrierTag);
-      old = atomicAdd(word, 1ull);
-    }
-    if ((old & kBarrierCount) + 1 == blocks) {
-      atomicAdd(word, (u64(1) << kBarrierGenShift) - blocks);
-    } else {
-      const u64 gen = old >> kBarrierGenShift;
-      while (fresh(word) >> kBarrierGenShift == gen) {
-      }
-    }
-    __threadfence();
-  }
-  __syncthreads();
-}
+// ---- fused: one cooperative launch, the steps separated by the runtime's grid barrier ----
 
 // Every step of the multi-block passes in one launch.
 template <bool kTopP>
@@ -253,17 +214,17 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t j = int32_t(blockIdx.x % w.bpr);
   if (kTopP) {
     max_step(probs, V, ps, w, row, j, sm);
-    grid_barrier(w.barrier);
+    gpu::grid_sync();
   }
   State st = first_state<kTopP>(V, ks, ps, w, row);
   for (int pass = 0; pass < kPasses; ++pass) {
     if (pass > 0) next_digit(w, row, pass, st, sm);
     histogram_step(probs, V, w, row, j, pass, st, sm);
-    grid_barrier(w.barrier);
+    gpu::grid_sync();
   }
   next_digit(w, row, kPasses, st, sm);
   sum_step(probs, V, w, row, j, st, sm);
-  grid_barrier(w.barrier);
+  gpu::grid_sync();
   write_step(probs, V, w, row, j, st, out, sm.part, sm.total);
 }
 
@@ -295,20 +256,18 @@ int64_t blocks_per_row(int64_t B, int64_t V, int64_t units) {
 size_t align8(size_t n) { return (n + 7) / 8 * 8; }
 
 // The workspace of the multi-block passes carved for bpr blocks per row (0 bytes for one): the
-// barrier word first, at the same place whatever B, V and bpr, then the per-row arrays.
+// per-row arrays. Nothing in it outlives a launch: each launch writes what it reads.
 size_t carve(int64_t B, int64_t V, int64_t bpr, void* base, Work* w) {
   if (bpr <= 1) return 0;
   const size_t b = size_t(B), nb = size_t(bpr), nc = size_t(chunks_of(V));
-  const size_t o_barrier = 0;
-  const size_t o_state = o_barrier + 128;  // the barrier word on a line of its own
+  const size_t o_state = 0;
   const size_t o_max = o_state + b * (kPasses + 1) * sizeof(State);
   const size_t o_csum = align8(o_max + b * nb * sizeof(uint32_t));
   const size_t o_hist = align8(o_csum + b * nc * sizeof(float));
   const size_t total = o_hist + 2 * b * nb * kBins * sizeof(u64);
   if (w) {
     char* p = static_cast<char*>(base);
-    *w = Work{reinterpret_cast<u64*>(p + o_barrier),
-              reinterpret_cast<State*>(p + o_state),
+    *w = Work{reinterpret_cast<State*>(p + o_state),
               reinterpret_cast<uint32_t*>(p + o_max),
               reinterpret_cast<float*>(p + o_csum),
               reinterpret_cast<u64*>(p + o_hist),
@@ -339,11 +298,17 @@ int64_t compute_units() {
   });
 }
 
-// How many blocks of the fused kernel the current device holds at once (1 when unknown).
+// How many blocks of the fused kernel the current device holds at once in a cooperative launch
+// (1 when unknown or when the device cannot launch cooperative kernels: the multi-launch path).
 template <bool kTopP>
 int64_t resident_fused_blocks() {
   static std::atomic<int> cache[64] = {};
-  return per_device(cache, [](int) {
+  return per_device(cache, [](int dev) {
+    int cooperative = 0;
+    if (dsv4_cooperative_launch(&cooperative, dev) != hipSuccess || !cooperative) {
+      (void)hipGetLastError();
+      return 1;
+    }
     int per_unit = 0;
     if (hipOccupancyMaxActiveBlocksPerMultiprocessor(&per_unit, fused_kernel<kTopP>, kThreads, 0) !=
         hipSuccess) {
@@ -354,8 +319,8 @@ int64_t resident_fused_blocks() {
   });
 }
 
-// kAuto's choice where a row spreads over several blocks: true, the fused kernel where its blocks
-// can all be resident; false, the multi-launch path always.
+// kAuto's choice where a row spreads over several blocks: true, the fused kernel where a
+// cooperative launch holds its blocks; false, the multi-launch path always.
 constexpr bool kAutoFuses = true;
 
 struct Plan {
@@ -364,7 +329,8 @@ struct Plan {
 };
 
 // The path of a launch and its blocks per row: the fused kernel takes at most the multi-launch
-// path's blocks per row, and only as many as the device holds at once (at least two per row).
+// path's blocks per row, and only as many as a cooperative launch holds at once (at least two per
+// row).
 template <bool kTopP>
 Plan plan(int64_t B, int64_t V, Variant v) {
   const int64_t bpr = blocks_per_row(B, V, compute_units());
@@ -393,6 +359,20 @@ bool check(const char* fn, const float* probs, int64_t B, int64_t V, const void*
   return true;
 }
 
+// Whether the fused kernel's cooperative launch may be enqueued on s: always on CUDA (captured
+// into a graph as a cooperative kernel node); on HIP not while s is being captured, where the
+// multi-launch path runs instead (the same bytes).
+bool fused_capturable(hipStream_t s) {
+#if DSV4_GPU_HIP
+  bool capturing = false;
+  if (dsv4_stream_capturing(s, &capturing) != hipSuccess) (void)hipGetLastError();
+  return !capturing;
+#else
+  (void)s;
+  return true;
+#endif
+}
+
 template <bool kTopP>
 void renorm(const float* probs, int64_t B, int64_t V, const int32_t* k, const float* p, float* out,
             void* ws, hipStream_t s, Variant v) {
@@ -405,8 +385,9 @@ void renorm(const float* probs, int64_t B, int64_t V, const int32_t* k, const fl
   Work w{};
   carve(B, V, pl.bpr, ws, &w);  // within workspace_bytes: it counts the most blocks per row
   const dim3 grid{unsigned(B * pl.bpr)};
-  if (pl.path == Path::kFused) {
-    gpu::launch(fused_kernel<kTopP>, grid, block, 0, s, probs, int32_t(V), k, p, w, out);
+  if (pl.path == Path::kFused && fused_capturable(s)) {
+    gpu::launch_cooperative(fused_kernel<kTopP>, grid, block, 0, s, probs, int32_t(V), k, p, w,
+                            out);
     return;
   }
   if (kTopP) gpu::launch(max_kernel, grid, block, 0, s, probs, int32_t(V), p, w);

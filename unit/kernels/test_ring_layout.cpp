@@ -120,7 +120,9 @@ TEST_F(RingLayout, TokensOutsideEveryRequestGetNoSlot) {
 }
 
 TEST_F(RingLayout, NoDecodeTokensStillWritesTheFirstOffset) {
+  fx::WatchScope watch({"ring_layout", "window_rows with no tokens", "D=0", std::nullopt});
   DeviceBuffer<int32_t> indptr(1, "indptr");
+  fx::count_launch();
   kr::window_rows(nullptr, nullptr, 0, nullptr, 0, kRing, indptr.data(), nullptr, nullptr,
                   stream());
   EXPECT_EQ(indptr.download(stream())[0], 0);
@@ -138,6 +140,9 @@ TEST_F(RingLayout, RingWrapCycleThroughThePool) {
   const size_t B = 4, V = 4, W = 64;
   for (int variant = 0; variant < 2; ++variant) {
     DSV4_CASE(seed, "prefixes 10,127,128,255 ring=128 win=125 V=4 commit variant " << variant);
+    fx::WatchScope watch({"ring_layout",
+                          "ring-wrap cycle, commit variant " + std::to_string(variant),
+                          "B=4 V=4 W=64 prefixes 10,127,128,255", seed + variant});
     fx::Rng rng(seed + variant);
     const std::vector<int64_t> slots = {5, 0, 63, 17};
     std::vector<int32_t> commit(B);  // variant 0: full, 0, full, 0; variant 1: the other way
@@ -156,6 +161,7 @@ TEST_F(RingLayout, RingWrapCycleThroughThePool) {
       for (size_t t = 0; t < kv_row.size(); ++t)
         std::memcpy(&step[t * W], &kv.host()[size_t(kv_row[t]) * W], W * sizeof(bf16));
       DeviceBuffer<bf16> step_dev(step, "step kv");
+      fx::count_launch();
       kernels::kv_store::scatter_rows(step_dev.data(), loc.data(), int64_t(kv_row.size()),
                                       pool.data(), kRing.n_slots * kRing.ring,
                                       {.width = int64_t(W)}, errors.data(), stream());
@@ -177,8 +183,10 @@ TEST_F(RingLayout, RingWrapCycleThroughThePool) {
     DeviceBuffer<int64_t> req_slot(slots, "req_slot"), pos(ppos, "pos");
     DeviceBuffer<int32_t> indptr_in(ip, "indptr");
     DeviceBuffer<int64_t> tslot(T, "token_slot"), tfin(T, "final_pos"), loc(T, "loc");
+    fx::count_launch();
     kr::prefill_slots(req_slot.data(), indptr_in.data(), int64_t(B), pos.data(), int64_t(T),
                       tslot.data(), tfin.data(), errors.data(), stream());
+    fx::count_launch();
     kr::token_locs(tslot.data(), pos.data(), tfin.data(), int64_t(T), kRing, loc.data(),
                    errors.data(), stream());
     std::vector<int64_t> slot_want(T), fin_want(T), loc_want(T);
@@ -197,6 +205,7 @@ TEST_F(RingLayout, RingWrapCycleThroughThePool) {
                      vrow[b * V + j] = int64_t(b * 512) + vpos[b * V + j];
     DeviceBuffer<int64_t> bslot(slots, "slot"), vpos_dev(vpos, "verify pos"), vloc(B * V, "vloc");
     DeviceBuffer<int32_t> commit_dev(commit, "commit_len");
+    fx::count_launch();
     kr::verify_locs(bslot.data(), vpos_dev.data(), commit_dev.data(), int64_t(B), int64_t(V), kRing,
                     vloc.data(), errors.data(), stream());
     std::vector<int64_t> vloc_want(B * V);
@@ -214,6 +223,7 @@ TEST_F(RingLayout, RingWrapCycleThroughThePool) {
     DeviceBuffer<int32_t> batch_dev(batch, "batch_id"), indptr(D + 1, "indptr"),
         rows(D * size_t(kRing.win), "rows");
     DeviceBuffer<int64_t> rpos_dev(rpos, "read pos");
+    fx::count_launch();
     kr::window_rows(batch_dev.data(), rpos_dev.data(), int64_t(D), bslot.data(), int64_t(B), kRing,
                     indptr.data(), rows.data(), errors.data(), stream());
     std::vector<int32_t> indptr_want(D + 1), rows_want(rows.size(), rows.poison_value());

@@ -4,7 +4,7 @@
 // the kernel-arithmetic reference, within rtol 1e-5 of the fp64 specification (same kept set
 // except at the documented fixed-point boundary), rows summing to 1; graph replay with new
 // inputs, determinism, in place, argument checks. Shapes whose rows spread over several blocks run
-// both the fused and the multi-launch variant; the fused barrier word left from launch to launch.
+// both the fused and the multi-launch variant; fused and multi-launch launches sharing a workspace.
 #include "dsv4/kernels/sampling_renorm.hpp"
 
 #include <gmock/gmock.h>
@@ -176,8 +176,8 @@ TEST_F(SamplingRenorm, InPlace) {
     }
 }
 
-// The fused kernel's barrier word stays ready from launch to launch: fused launches of several
-// shapes, top-k and top-p, and multi-launch ones between them share one workspace that is never
+// Nothing a launch leaves in the workspace misleads the next: fused launches of several shapes,
+// top-k and top-p, and multi-launch ones between them share one workspace that is never
 // re-poisoned, eagerly and then as one graph replayed three times, each output bit for bit.
 TEST_F(SamplingRenorm, FusedLaunchesShareAWorkspace) {
   const uint64_t seed = fx::test_seed();
@@ -216,9 +216,12 @@ TEST_F(SamplingRenorm, FusedLaunchesShareAWorkspace) {
     }
     runs.push_back(std::move(r));
   }
+  fx::WatchScope watch({"sampling_renorm", "five shapes sharing a workspace",
+                        "B=1..3 V=20000..262144", seed});
   auto launch_all = [&](gpu::Stream st) {
     for (Run& r : runs) {
       const auto& s = r.shape;
+      fx::count_launch();
       if (s.top_p)
         ks::top_p(r.probs->data(), s.B, s.V, r.p->data(), r.out->data(), ws.data(), ws.size(), st,
                   s.variant);

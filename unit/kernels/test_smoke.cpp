@@ -1,16 +1,21 @@
 // smoke: the kernel-case harness catches each planted fault (canaries, poison, NaN, swap, one ULP,
 // unwritten element, stale graph replay), writes the case file, and passes the fault-free kernel;
-// a hand-driven CaseDevice checks its canaries when destroyed.
+// a hand-driven CaseDevice checks its canaries when destroyed; a planted spin fails by name within
+// the launch deadline, and a soak over rotating shapes checks as it goes.
 #include "dsv4/kernels/smoke.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 
 #include "dsv4/cases/smoke.hpp"
 #include "dsv4/fixtures/gpu_test.hpp"
+#include "dsv4/fixtures/soak.hpp"
 
 namespace dsv4 {
 namespace {
@@ -139,6 +144,76 @@ TEST(SmokeDevice, ReportsTheDeviceInUse) {
               d.arch.c_str(), d.wave_width, d.compute_units, d.total_memory / 1073741824.0);
   EXPECT_TRUE(d.wave_width == 32 || d.wave_width == 64);
   EXPECT_GT(d.compute_units, 0);
+}
+
+// A launch that never finishes: the harness's wait gives up at the deadline, names the test, the
+// family, the case, the seed, the shape and the launch number, writes the case file, and the
+// process exits with gpu::kDeadlineExit. Runs in a child process (a death test), so the hung
+// kernel dies with it; the parent checks the message, the time it took and the case file.
+TEST(SmokeDeadlineDeathTest, APlantedSpinFailsByNameWithinTheDeadline) {
+  std::string why;
+  if (!gpu::available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: no GPU context is forked
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dsv4-deadline-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EXIT(
+      {
+        ::setenv("DSV4_LAUNCH_DEADLINE_S", "3", 1);
+        ::setenv("DSV4_CASE_DIR", dir.c_str(), 1);
+        gpu::StreamHandle s;
+        (void)fx::check_case(SmokeCase({.n = 4096, .fault = Fault::kSpin}), 7, s);
+        std::_Exit(0);  // not reached: the wait above never returns
+      },
+      ::testing::ExitedWithCode(gpu::kDeadlineExit),
+      "LAUNCH DEADLINE in SmokeDeadlineDeathTest\\.APlantedSpinFailsByNameWithinTheDeadline: "
+      "stream synchronize did not finish within 3 s \\(DSV4_LAUNCH_DEADLINE_S\\).*"
+      "family smoke, case \"n=4096 fault=7 at=0\", seed 7, shape .*x F32\\[4096\\].*, "
+      "launch 1.*case file: .*dsv4-deadline-");
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 3 + 30) << "the child's start, 3 s of deadline and its exit";
+  int files = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+    files += e.path().extension() == ".safetensors";
+  EXPECT_EQ(files, 1) << "the hung case's file in " << dir;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// A malformed deadline is refused by name, not read as 0 or as the default.
+TEST(SmokeDeadline, AMalformedDeadlineIsRefusedByName) {
+  ::setenv("DSV4_LAUNCH_DEADLINE_S", "soon", 1);
+  try {
+    (void)gpu::launch_deadline_s();
+    ADD_FAILURE() << "DSV4_LAUNCH_DEADLINE_S=soon was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("DSV4_LAUNCH_DEADLINE_S='soon'"));
+  }
+  ::unsetenv("DSV4_LAUNCH_DEADLINE_S");
+  EXPECT_EQ(gpu::launch_deadline_s(), 30.0);
+}
+
+// The soak machinery on the smoke kernel: rotating shapes, periodic checks, and a planted fault
+// caught at the first checked launch of its shape, named with its launch number.
+TEST_F(Smoke, SoakChecksEveryThousandLaunchesAndNamesTheLaunch) {
+  std::vector<std::unique_ptr<fx::KernelCase>> good;
+  for (size_t n : {1, 1000, 65536})
+    good.push_back(std::make_unique<SmokeCase>(cases::SmokeShape{.n = n}));
+  fx::SoakResult r;
+  ASSERT_TRUE(fx::soak(good, stream(), {.launches = 3000, .check_every = 1000, .window = 64}, &r));
+  EXPECT_EQ(r.launches, 3000u);
+  EXPECT_EQ(r.checks, 3u);
+  EXPECT_EQ(r.per_case, (std::vector<uint64_t>{1000, 1000, 1000}));
+
+  std::vector<std::unique_ptr<fx::KernelCase>> bad;
+  bad.push_back(std::make_unique<SmokeCase>(cases::SmokeShape{.n = 300}));
+  bad.push_back(
+      std::make_unique<SmokeCase>(cases::SmokeShape{.n = 300, .fault = Fault::kOneUlp, .at = 5}));
+  auto f = fx::soak(bad, stream(), {.launches = 3000, .check_every = 999, .window = 64});
+  ASSERT_FALSE(f);
+  // Launch 999 is case 0 (fault-free); 1998 is case 1, the first checked launch of the fault.
+  EXPECT_THAT(f.message(), HasSubstr("soak: launch 1998 (case \"n=300 fault=5 at=5\""));
 }
 
 }  // namespace

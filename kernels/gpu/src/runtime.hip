@@ -1,9 +1,13 @@
 // Implementation of dsv4/gpu/runtime.hpp over the portability layer (HIP, CUDA or host-only).
 #include "dsv4/gpu/runtime.hpp"
 
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
 
 #include "dsv4/gpu/gpu.hpp"
 
@@ -62,6 +66,55 @@ const Selection& select_once() {
 void require_device() {
   const Selection& s = select_once();
   if (!s.ok) throw Error(static_cast<int>(hipErrorNoDevice), s.reason);
+}
+
+void default_deadline_handler(const DeadlineReport& r) {
+  std::fprintf(stderr,
+               "[dsv4] LAUNCH DEADLINE: %s did not finish within %g s "
+               "(DSV4_LAUNCH_DEADLINE_S)%s%s; the process exits\n",
+               r.wait.c_str(), r.deadline_s,
+               r.activity.empty() ? "" : "; running: ", r.activity.c_str());
+}
+
+std::atomic<DeadlineHandler> g_deadline_handler{nullptr};
+thread_local std::string t_activity;
+
+[[noreturn]] void deadline_passed(const char* wait, double limit) {
+  const DeadlineReport r{wait, limit, t_activity};
+  DeadlineHandler h = g_deadline_handler.load();
+  try {
+    (h ? h : default_deadline_handler)(r);
+    if (h) default_deadline_handler(r);
+  } catch (...) {
+    std::fprintf(stderr, "[dsv4] the deadline handler threw\n");
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::_Exit(kDeadlineExit);
+}
+
+// Polls `query` (hipStreamQuery / hipEventQuery) until it answers hipSuccess; an error throws;
+// past the deadline the handler runs and the process exits.
+template <class Query>
+void wait_within_deadline(Query query, const char* wait) {
+  const double limit = launch_deadline_s();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int polls = 0;; ++polls) {
+    const hipError_t e = query();
+    if (e == hipSuccess) return;
+    if (e != hipErrorNotReady) throw_error(e, wait, __FILE__, __LINE__);
+    if (hipPeekAtLastError() == hipErrorNotReady) (void)hipGetLastError();  // not an error
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (waited > limit) deadline_passed(wait, limit);
+    // Busy for the first polls (short kernels), then at most 100 us late.
+    if (polls > 2000)
+      std::this_thread::sleep_for(std::chrono::microseconds(polls > 20000 ? 100 : 10));
+  }
+}
+
+void wait_stream(hipStream_t s, const char* wait) {
+  wait_within_deadline([s] { return hipStreamQuery(s); }, wait);
 }
 
 }  // namespace
@@ -132,16 +185,20 @@ void free_bytes(void* p) noexcept {
   if (p) (void)hipFree(p);
 }
 
+// A copy from pageable host memory may wait inside the runtime for the stream's earlier work, so
+// the stream is drained under the deadline first.
 void copy_to_device(void* dst, const void* src, size_t bytes, Stream s) {
   if (bytes == 0) return;
+  wait_stream(as_stream(s), "stream synchronize before an upload");
   DSV4_GPU_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyHostToDevice, as_stream(s)));
-  DSV4_GPU_CHECK(hipStreamSynchronize(as_stream(s)));
+  wait_stream(as_stream(s), "upload");
 }
 
 void copy_to_host(void* dst, const void* src, size_t bytes, Stream s) {
   if (bytes == 0) return;
+  wait_stream(as_stream(s), "stream synchronize before a download");
   DSV4_GPU_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToHost, as_stream(s)));
-  DSV4_GPU_CHECK(hipStreamSynchronize(as_stream(s)));
+  wait_stream(as_stream(s), "download");
 }
 
 void copy_on_device(void* dst, const void* src, size_t bytes, Stream s) {
@@ -156,8 +213,82 @@ void fill_bytes(void* dst, int value, size_t bytes, Stream s) {
 
 void synchronize(Stream s) {
   require_device();
-  DSV4_GPU_CHECK(hipStreamSynchronize(as_stream(s)));
+  wait_stream(as_stream(s), "stream synchronize");
   DSV4_GPU_CHECK(hipGetLastError());
+}
+
+double launch_deadline_s() {
+  const char* v = std::getenv("DSV4_LAUNCH_DEADLINE_S");
+  if (!v || !*v) return 30.0;
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (end == v || *end != '\0' || !(d > 0) || d > 1e6)
+    throw std::invalid_argument(std::string("DSV4_LAUNCH_DEADLINE_S='") + v +
+                                "' is not a number of seconds in (0, 1e6]");
+  return d;
+}
+
+DeadlineHandler set_deadline_handler(DeadlineHandler h) { return g_deadline_handler.exchange(h); }
+
+void set_activity(const std::string& label) { t_activity = label; }
+std::string activity() { return t_activity; }
+
+bool peek_device(void* host, const void* device, size_t bytes, double timeout_s) {
+#if DSV4_GPU_NONE
+  (void)host, (void)device, (void)bytes, (void)timeout_s;
+  return false;
+#else
+  if (bytes == 0) return true;
+  hipStream_t s = nullptr;
+  if (hipStreamCreateWithFlags(&s, hipStreamNonBlocking) != hipSuccess) return false;
+  void* pinned = nullptr;
+  bool ok = hipHostMalloc(&pinned, bytes, hipHostMallocDefault) == hipSuccess &&
+            hipMemcpyAsync(pinned, device, bytes, hipMemcpyDeviceToHost, s) == hipSuccess;
+  if (ok) {
+    const auto t0 = std::chrono::steady_clock::now();
+    hipError_t e;
+    while ((e = hipStreamQuery(s)) == hipErrorNotReady &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < timeout_s)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    ok = e == hipSuccess;
+    if (ok) std::memcpy(host, pinned, bytes);
+  }
+  (void)hipGetLastError();
+  // A copy still in flight keeps its stream and pinned buffer (the process is about to exit).
+  if (ok) {
+    (void)hipHostFree(pinned);
+    (void)hipStreamDestroy(s);
+  }
+  return ok;
+#endif
+}
+
+LaunchMarks::LaunchMarks(size_t capacity) {
+  require_device();
+  if (capacity == 0) throw std::invalid_argument("LaunchMarks: capacity must be positive");
+  for (size_t i = 0; i < capacity; ++i) {
+    hipEvent_t e = nullptr;
+    DSV4_GPU_CHECK(hipEventCreate(&e));
+    events_.push_back(e);
+  }
+}
+
+LaunchMarks::~LaunchMarks() {
+  for (void* e : events_) (void)hipEventDestroy(static_cast<hipEvent_t>(e));
+}
+
+void LaunchMarks::mark(uint64_t n, Stream s) {
+  DSV4_GPU_CHECK(
+      hipEventRecord(static_cast<hipEvent_t>(events_[n % events_.size()]), as_stream(s)));
+}
+
+uint64_t LaunchMarks::first_unfinished(uint64_t first, uint64_t last) const {
+  for (uint64_t n = first; n <= last && n - first < events_.size(); ++n) {
+    const hipError_t e = hipEventQuery(static_cast<hipEvent_t>(events_[n % events_.size()]));
+    if (hipPeekAtLastError() == hipErrorNotReady) (void)hipGetLastError();
+    if (e != hipSuccess) return n;
+  }
+  return last + 1;
 }
 
 void check_last_error(const char* where) {
@@ -228,7 +359,8 @@ void EventTimer::start(Stream s) {
 
 float EventTimer::stop(Stream s) {
   DSV4_GPU_CHECK(hipEventRecord(static_cast<hipEvent_t>(b_), as_stream(s)));
-  DSV4_GPU_CHECK(hipEventSynchronize(static_cast<hipEvent_t>(b_)));
+  hipEvent_t b = static_cast<hipEvent_t>(b_);
+  wait_within_deadline([b] { return hipEventQuery(b); }, "timer stop event");
   float ms = 0;
   DSV4_GPU_CHECK(
       hipEventElapsedTime(&ms, static_cast<hipEvent_t>(a_), static_cast<hipEvent_t>(b_)));

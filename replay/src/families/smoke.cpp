@@ -42,10 +42,10 @@ SmokeCase::SmokeCase(const fx::Tensors& in) {
   shape_.bias = input(in, "bias").item<float>("in.bias");
   const int32_t fault = in.count("fault") ? input(in, "fault").item<int32_t>("in.fault") : 0;
   const int64_t at = in.count("at") ? input(in, "at").item<int64_t>("in.at") : 0;
-  if (fault < 0 || fault > int32_t(Fault::kSkip))
+  if (fault < 0 || fault > int32_t(Fault::kSpin))
     throw st::FormatError("case", "in.fault", "value",
                           std::to_string(fault) + " is not a smoke::Fault (0.." +
-                              std::to_string(int(Fault::kSkip)) + ")");
+                              std::to_string(int(Fault::kSpin)) + ")");
   if (at < 0) throw st::FormatError("case", "in.at", "value", std::to_string(at) + " < 0");
   shape_.fault = Fault(fault);
   shape_.at = size_t(at);

@@ -10,10 +10,11 @@
 
 namespace dsv4::kernels::sampling_renorm {
 
-// How a row spread over several blocks runs. kFused: one launch whose blocks (all resident at
-// once: the launcher checks the device's occupancy and otherwise runs kMultiLaunch) pass the
-// steps through a grid barrier of their own in the workspace; kMultiLaunch: one launch per step;
-// kAuto: kFused where it can run. Every variant gives the same bytes.
+// How a row spread over several blocks runs. kFused: one cooperative launch (the runtime starts
+// every block at once or refuses; the grid is sized by the device's occupancy) whose blocks meet
+// at the runtime's grid barrier between steps; kMultiLaunch: one launch per step; kAuto: kFused
+// where the device launches cooperative kernels. Under HIP stream capture kFused runs as
+// kMultiLaunch. Every variant gives the same bytes.
 enum class Variant { kAuto, kFused, kMultiLaunch };
 // What a launch runs: one block per row (short rows or many rows), or one of the variants above.
 enum class Path { kOneBlockPerRow, kMultiLaunch, kFused };
@@ -21,8 +22,8 @@ const char* path_name(Path p);  // "one block per row", "multi-launch", "fused"
 
 // Device scratch bytes a launch over [B, V] needs, for every variant (0 when every row fits one
 // block: V <= 4096 or B >= 512): several blocks share a row when B is small and keep their partial
-// histograms, chunk sums and barrier word there. Its contents need no initialisation, and are not
-// kept between launches (one workspace per stream). Throws std::invalid_argument on a bad B or V,
+// histograms and chunk sums there. Its contents need no initialisation, and are not kept between
+// launches (one workspace per stream). Throws std::invalid_argument on a bad B or V,
 // as the launchers do.
 size_t workspace_bytes(int64_t B, int64_t V);
 

@@ -16,6 +16,7 @@ enum class Fault : int {
   kSwap,         // out[at] and out[at+1] exchanged
   kOneUlp,       // out[at] one ULP above the right value
   kSkip,         // out[at] never written
+  kSpin,         // thread 0 spins for about 2^38 clock cycles (minutes) first: a hung launch
 };
 
 // out[i] = in[i] * scale + bias, with an optional planted fault at element `at`.

@@ -9,15 +9,19 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "dsv4/gpu/runtime.hpp"
 
 #if defined(__HIPCC__) || defined(__HIP__)
 #define DSV4_GPU_HIP 1
+#include <hip/hip_cooperative_groups.h>
 #include <hip/hip_runtime.h>
 #elif defined(__CUDACC__)
 #define DSV4_GPU_CUDA 1
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #elif defined(DSV4_GPU_HOST_ONLY)
 #define DSV4_GPU_NONE 1
@@ -51,6 +55,7 @@ using hipStreamCaptureMode = cudaStreamCaptureMode;
 inline constexpr hipError_t hipSuccess = cudaSuccess;
 inline constexpr hipError_t hipErrorNoDevice = cudaErrorNoDevice;
 inline constexpr hipError_t hipErrorInvalidValue = cudaErrorInvalidValue;
+inline constexpr hipError_t hipErrorNotReady = cudaErrorNotReady;
 inline constexpr hipMemcpyKind hipMemcpyHostToDevice = cudaMemcpyHostToDevice;
 inline constexpr hipMemcpyKind hipMemcpyDeviceToHost = cudaMemcpyDeviceToHost;
 inline constexpr hipMemcpyKind hipMemcpyDeviceToDevice = cudaMemcpyDeviceToDevice;
@@ -98,6 +103,11 @@ inline hipError_t hipStreamCreateWithFlags(hipStream_t* s, unsigned f) {
 }
 inline hipError_t hipStreamDestroy(hipStream_t s) { return cudaStreamDestroy(s); }
 inline hipError_t hipStreamSynchronize(hipStream_t s) { return cudaStreamSynchronize(s); }
+inline hipError_t hipStreamQuery(hipStream_t s) { return cudaStreamQuery(s); }
+inline hipError_t hipEventQuery(hipEvent_t e) { return cudaEventQuery(e); }
+inline hipError_t hipHostMalloc(void** p, size_t n, unsigned) { return cudaMallocHost(p, n); }
+inline hipError_t hipHostFree(void* p) { return cudaFreeHost(p); }
+inline constexpr unsigned hipHostMallocDefault = 0;
 inline hipError_t hipStreamBeginCapture(hipStream_t s, hipStreamCaptureMode m) {
   return cudaStreamBeginCapture(s, m);
 }
@@ -126,6 +136,20 @@ inline hipError_t hipOccupancyMaxActiveBlocksPerMultiprocessor(int* n, T kernel,
                                                                size_t smem) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, kernel, block, smem);
 }
+inline hipError_t hipLaunchCooperativeKernel(const void* f, dim3 grid, dim3 block, void** args,
+                                             unsigned smem, hipStream_t s) {
+  return cudaLaunchCooperativeKernel(f, grid, block, args, smem, s);
+}
+// Whether `device` can launch cooperative kernels (every block resident at once, or no launch).
+inline hipError_t dsv4_cooperative_launch(int* yes, int device) {
+  return cudaDeviceGetAttribute(yes, cudaDevAttrCooperativeLaunch, device);
+}
+inline hipError_t dsv4_stream_capturing(hipStream_t s, bool* yes) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  const cudaError_t e = cudaStreamIsCapturing(s, &st);
+  *yes = st != cudaStreamCaptureStatusNone;
+  return e;
+}
 
 // HIP's cross-lane operations take no mask; the CUDA forms act on the full 32-lane warp, and
 // `width` (a power of two <= 32) splits it into independent groups as HIP's does.
@@ -147,6 +171,18 @@ __device__ __forceinline__ T __shfl(T v, int src_lane, int width = 32) {
 }
 #endif  // DSV4_GPU_CUDA
 
+#if DSV4_GPU_HIP
+inline hipError_t dsv4_cooperative_launch(int* yes, int device) {
+  return hipDeviceGetAttribute(yes, hipDeviceAttributeCooperativeLaunch, device);
+}
+inline hipError_t dsv4_stream_capturing(hipStream_t s, bool* yes) {
+  hipStreamCaptureStatus st = hipStreamCaptureStatusNone;
+  const hipError_t e = hipStreamIsCapturing(s, &st);
+  *yes = st != hipStreamCaptureStatusNone;
+  return e;
+}
+#endif  // DSV4_GPU_HIP
+
 // ---------------------------------------------------------------------------------------------
 // Host-only: kernel sources compile as C++ (so the cpu preset type-checks them); every runtime
 // call answers hipErrorNoDevice and launches throw.
@@ -159,7 +195,13 @@ __device__ __forceinline__ T __shfl(T v, int src_lane, int width = 32) {
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 
-enum hipError_t { hipSuccess = 0, hipErrorInvalidValue = 1, hipErrorNoDevice = 100 };
+enum hipError_t {
+  hipSuccess = 0,
+  hipErrorInvalidValue = 1,
+  hipErrorNoDevice = 100,
+  hipErrorNotReady = 600
+};
+inline constexpr unsigned hipHostMallocDefault = 0;
 enum hipMemcpyKind {
   hipMemcpyHostToDevice = 1,
   hipMemcpyDeviceToHost = 2,
@@ -228,6 +270,10 @@ DSV4_GPU_NO_DEVICE_(hipStreamCreate, hipStream_t*)
 DSV4_GPU_NO_DEVICE_(hipStreamCreateWithFlags, hipStream_t*, unsigned)
 DSV4_GPU_NO_DEVICE_(hipStreamDestroy, hipStream_t)
 DSV4_GPU_NO_DEVICE_(hipStreamSynchronize, hipStream_t)
+DSV4_GPU_NO_DEVICE_(hipStreamQuery, hipStream_t)
+DSV4_GPU_NO_DEVICE_(hipEventQuery, hipEvent_t)
+DSV4_GPU_NO_DEVICE_(hipHostMalloc, void**, size_t, unsigned)
+DSV4_GPU_NO_DEVICE_(hipHostFree, void*)
 DSV4_GPU_NO_DEVICE_(hipStreamBeginCapture, hipStream_t, hipStreamCaptureMode)
 DSV4_GPU_NO_DEVICE_(hipStreamEndCapture, hipStream_t, hipGraph_t*)
 DSV4_GPU_NO_DEVICE_(hipGraphInstantiate, hipGraphExec_t*, hipGraph_t, hipGraphNode_t*, char*,
@@ -247,6 +293,14 @@ inline hipError_t hipMalloc(T** p, size_t n) {
 }
 template <class T>
 inline hipError_t hipOccupancyMaxActiveBlocksPerMultiprocessor(int*, T, int, size_t) {
+  return hipErrorNoDevice;
+}
+inline hipError_t dsv4_cooperative_launch(int* yes, int) {
+  *yes = 0;
+  return hipErrorNoDevice;
+}
+inline hipError_t dsv4_stream_capturing(hipStream_t, bool* yes) {
+  *yes = false;
   return hipErrorNoDevice;
 }
 
@@ -281,6 +335,7 @@ inline T atomicCAS(T* p, T expected, T v) {
   return old;
 }
 inline void __threadfence() {}
+inline long long clock64() { return 0; }
 template <class T>
 inline T atomicMax(T* p, T v) {
   T old = *p;
@@ -337,6 +392,42 @@ inline void launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
   // clang-format on
   hipError_t e = hipGetLastError();
   if (e != hipSuccess) throw_error(e, "kernel launch", __FILE__, __LINE__);
+#endif
+}
+
+// A cooperative launch: the runtime starts every block of `grid` at once or refuses the launch
+// (an error, thrown), so the blocks may meet at grid_sync(). The grid must not exceed what the
+// device holds at once (the occupancy API times the compute units). Capturable on CUDA.
+template <class... KArgs, class... Args>
+inline void launch_cooperative(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                               hipStream_t stream, Args&&... args) {
+#if DSV4_GPU_NONE
+  (void)kernel, (void)grid, (void)block, (void)smem, (void)stream, ((void)args, ...);
+  throw Error(static_cast<int>(hipErrorNoDevice),
+              "kernel launch: no GPU backend in this build (preset cpu)");
+#else
+  static_assert(sizeof...(KArgs) == sizeof...(Args), "launch_cooperative: argument count");
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+  std::tuple<std::decay_t<KArgs>...> values(std::forward<Args>(args)...);
+  void* ptrs[sizeof...(KArgs) > 0 ? sizeof...(KArgs) : 1] = {};
+  std::apply(
+      [&](auto&... v) {
+        size_t i = 0;
+        ((ptrs[i++] = static_cast<void*>(&v)), ...);
+      },
+      values);
+  hipError_t e = hipLaunchCooperativeKernel(reinterpret_cast<const void*>(kernel), grid, block,
+                                            ptrs, static_cast<unsigned>(smem), stream);
+  if (e == hipSuccess) e = hipGetLastError();
+  if (e != hipSuccess) throw_error(e, "cooperative kernel launch", __FILE__, __LINE__);
+#endif
+}
+
+// Every block of a cooperative launch waits here until all have arrived; the writes of every
+// block before it are visible to every block after it (the runtime's grid barrier).
+__device__ __forceinline__ void grid_sync() {
+#if !DSV4_GPU_NONE
+  cooperative_groups::this_grid().sync();
 #endif
 }
 

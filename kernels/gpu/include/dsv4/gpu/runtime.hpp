@@ -6,6 +6,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace dsv4::gpu {
 
@@ -48,9 +49,58 @@ void copy_to_device(void* dst, const void* src, size_t bytes, Stream s = nullptr
 void copy_to_host(void* dst, const void* src, size_t bytes, Stream s = nullptr);
 void copy_on_device(void* dst, const void* src, size_t bytes, Stream s = nullptr);
 void fill_bytes(void* dst, int value, size_t bytes, Stream s = nullptr);
+// Waits for everything enqueued on s, within the launch deadline (below).
 void synchronize(Stream s = nullptr);
 // Throws dsv4::gpu::Error when an earlier asynchronous launch failed.
 void check_last_error(const char* where);
+
+// ---- Liveness: every wait for the device runs under a deadline ----
+// A hung kernel cannot be cancelled, so a wait (synchronize, a download, a timer's stop event)
+// that outlasts launch_deadline_s() calls the deadline handler, which names what hung, and then
+// the process exits at once with status kDeadlineExit (no destructor runs: freeing device memory
+// would wait for the hung kernel too).
+inline constexpr int kDeadlineExit = 1;
+// DSV4_LAUNCH_DEADLINE_S (seconds, a positive number; default 30). A malformed value throws
+// std::invalid_argument naming the variable and the value.
+double launch_deadline_s();
+// What a handler receives: the wait that timed out ("stream synchronize", ...), the deadline, and
+// the activity label set at the time.
+struct DeadlineReport {
+  std::string wait;
+  double deadline_s = 0;
+  std::string activity;
+};
+using DeadlineHandler = void (*)(const DeadlineReport&);
+// Installs `h` (nullptr: the default, which prints the report to stderr); returns the previous
+// one. The handler must not wait for the device; it may print, write files and peek_device().
+DeadlineHandler set_deadline_handler(DeadlineHandler h);
+// A label naming what this thread runs now (a benchmark row, a soak shape), printed in the
+// report; "" clears it.
+void set_activity(const std::string& label);
+std::string activity();
+// Copies `bytes` device bytes to host on a stream of its own through pinned memory, without
+// waiting for work on other streams (a copy engine can read beside a hung kernel). False when the
+// copy did not finish within timeout_s or could not start.
+bool peek_device(void* host, const void* device, size_t bytes, double timeout_s = 2.0);
+
+// Launch marks: an event recorded after each of a run of launches, so that a wait that outlasts
+// the deadline can say which launch was the first to not finish.
+class LaunchMarks {
+ public:
+  explicit LaunchMarks(size_t capacity);
+  ~LaunchMarks();
+  LaunchMarks(const LaunchMarks&) = delete;
+  LaunchMarks& operator=(const LaunchMarks&) = delete;
+  // Marks launch number `n` (counted by the caller) on s: slot n % capacity.
+  void mark(uint64_t n, Stream s);
+  // The first of launches [first, last] whose mark has not completed (last + 1 when all have);
+  // the range must fit the capacity. Never waits.
+  uint64_t first_unfinished(uint64_t first, uint64_t last) const;
+  size_t capacity() const { return events_.size(); }
+
+ private:
+  std::vector<void*> events_;
+};
 
 // An owned non-blocking stream.
 class StreamHandle {
