@@ -32,15 +32,16 @@ int64_t width_of(const fx::Tensors& in) {
 
 }  // namespace
 
-std::string CandidateBlocksShape::str() const {
-  std::ostringstream os;
-  os << "B=" << B << " width=" << width
-     << (len < 0 ? std::string(" ragged") : " len=" + std::to_string(len)) << " bs=" << bs
-     << " nb=" << nb << " K=" << K;
-  if (wave) os << " W=" << wave;
-  if (ties) os << " ties";
-  if (hostile) os << " hostile";
-  return os.str();
+fx::Vars CandidateBlocksShape::vars() const {
+  fx::Vars v;
+  v.add("B", B).add("width", width);
+  if (len < 0)
+    v.flag("ragged");
+  else
+    v.add("len", len);
+  v.add("bs", bs).add("nb", nb).add("K", K);
+  if (wave) v.add("W", wave);
+  return v.flag("ties", ties).flag("hostile", hostile);
 }
 
 CandidateBlocksCase::CandidateBlocksCase(const fx::Tensors& in) {

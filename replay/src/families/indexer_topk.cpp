@@ -60,19 +60,22 @@ int64_t width_of(const fx::Tensors& in) {
 
 }  // namespace
 
-std::string IndexerTopkShape::str() const {
-  std::ostringstream os;
-  os << "B=" << B << " width=" << width;
-  if (stride) os << " stride=" << stride;
-  os << " K=" << K << (len < 0 ? std::string(" ragged") : " len=" + std::to_string(len));
-  if (sorted) os << " sorted";
-  if (wave) os << " W=" << wave;
-  if (page_bits >= 0) os << " pages=2^" << page_bits << (permuted ? " permuted" : " identity");
-  if (scores == ScoreKind::kTies) os << " ties";
-  if (scores == ScoreKind::kHostile) os << " hostile";
-  if (select) os << " select=" << ref::select_name(ref::Select(select));
-  if (!raw_out) os << " no-raw";
-  return os.str();
+fx::Vars IndexerTopkShape::vars() const {
+  fx::Vars v;
+  v.add("B", B).add("width", width);
+  if (stride) v.add("stride", stride);
+  v.add("K", K);
+  if (len < 0)
+    v.flag("ragged");
+  else
+    v.add("len", len);
+  v.flag("sorted", sorted);
+  if (wave) v.add("W", wave);
+  if (page_bits >= 0)
+    v.add("pages", "2^" + std::to_string(page_bits)).flag(permuted ? "permuted" : "identity");
+  v.flag("ties", scores == ScoreKind::kTies).flag("hostile", scores == ScoreKind::kHostile);
+  if (select) v.add("select", ref::select_name(ref::Select(select)));
+  return v.flag("no-raw", !raw_out);
 }
 
 IndexerTopkCase::IndexerTopkCase(const fx::Tensors& in) {

@@ -102,13 +102,13 @@ std::vector<float> draw_row(fx::Rng& rng, size_t V, RowKind kind) {
 
 }  // namespace
 
-std::string SamplingRenormShape::str() const {
-  std::ostringstream os;
-  os << "B=" << B << " V=" << V << (top_p ? " top-p " : " top-k ") << kind_name(rows);
-  if (variant == kern::Variant::kFused) os << " fused";
-  if (variant == kern::Variant::kMultiLaunch) os << " multi-launch";
-  if (in_place) os << " in-place";
-  return os.str();
+fx::Vars SamplingRenormShape::vars() const {
+  fx::Vars v;
+  v.add("B", B).add("V", V).flag(top_p ? "top-p" : "top-k").flag(kind_name(rows));
+  v.flag("fused", variant == kern::Variant::kFused);
+  v.flag("multi-launch", variant == kern::Variant::kMultiLaunch);
+  v.flag("in-place", in_place).flag("k-clamp", k_clamp != 0).flag("renorm-py", top_p_rule != 0);
+  return v;
 }
 
 SamplingRenormCase::SamplingRenormCase(const fx::Tensors& in) {

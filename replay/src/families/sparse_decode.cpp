@@ -70,16 +70,16 @@ int64_t splits_of(const fx::Tensors& in) {
 
 }  // namespace
 
-std::string SparseDecodeShape::str() const {
-  std::ostringstream os;
-  os << "B=" << s.B << " H=" << s.H << " K=" << s.K << " " << kv_layout_name(s.layout)
-     << " P=" << s.page_size;
+fx::Vars SparseDecodeShape::vars() const {
+  fx::Vars v;
+  v.add("B", int64_t(s.B)).add("H", int64_t(s.H)).add("K", int64_t(s.K));
+  v.flag(kv_layout_name(s.layout)).add("P", s.page_size);
   if (s.Ke)
-    os << " extra=" << kv_layout_name(s.extra_layout) << " Ke=" << s.Ke
-       << " Pe=" << s.extra_page_size;
-  if (splits) os << " S=" << splits;
-  if (rope) os << " rope";
-  return os.str();
+    v.add("extra", kv_layout_name(s.extra_layout))
+        .add("Ke", int64_t(s.Ke))
+        .add("Pe", s.extra_page_size);
+  if (splits) v.add("S", splits);
+  return v.flag("rope", rope);
 }
 
 fx::SparseCase sparse_case_of(const fx::Tensors& in) {

@@ -22,16 +22,12 @@ const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
 
 }  // namespace
 
-std::string SplitCombineShape::str() const {
-  std::ostringstream os;
-  os << "B=" << B << " S=" << S << " H=" << H << " D=" << D;
-  if (mix.sink) os << " sink";
-  if (mix.rope) os << " rope";
-  if (unnormalised) os << (m2 ? " sglang-m2" : " sglang-natural");
-  if (rotate_empty) os << " rotate-empty";
-  if (order_sensitive) os << " order-sensitive";
-  if (variant == 1) os << " weights-per-lane";
-  return os.str();
+fx::Vars SplitCombineShape::vars() const {
+  fx::Vars v;
+  v.add("B", B).add("S", S).add("H", H).add("D", D).flag("sink", mix.sink).flag("rope", mix.rope);
+  if (unnormalised) v.flag(m2 ? "sglang-m2" : "sglang-natural");
+  v.flag("rotate-empty", rotate_empty).flag("order-sensitive", order_sensitive);
+  return v.flag("weights-per-lane", variant == 1);
 }
 
 fx::SplitPartials split_partials_of(const fx::Tensors& in) {

@@ -16,6 +16,7 @@
 
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 
 namespace dsv4::cases {
 
@@ -29,7 +30,8 @@ struct CandidateBlocksShape {
   int wave = 0;             // 0: the device's
   bool ties = false;        // integer-valued scores (ties within and across blocks)
   bool hostile = false;     // NaN, -inf and +inf sprinkled in
-  std::string str() const;  // "B=4 width=4096 ragged bs=64 nb=16 K=512 W=16 ties"
+  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
 class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape>, public Foreign {

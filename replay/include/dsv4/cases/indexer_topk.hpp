@@ -21,6 +21,7 @@
 
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 
 namespace dsv4::cases {
 
@@ -42,7 +43,8 @@ struct IndexerTopkShape {
   ScoreKind scores = ScoreKind::kNormal;
   int select = 0;        // ref::indexer_topk::Select
   bool raw_out = true;   // the raw output beside a paged one
-  std::string str() const;  // "B=31 len=8193 K=512 sorted W=16 pages=2^6 permuted ties"
+  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
 class IndexerTopkCase : public ShapedCase<IndexerTopkShape>, public Foreign {

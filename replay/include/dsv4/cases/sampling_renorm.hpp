@@ -20,6 +20,7 @@
 
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/kernels/sampling_renorm.hpp"
 
 namespace dsv4::cases {
@@ -40,7 +41,8 @@ struct SamplingRenormShape {
   bool in_place = false;    // out == probs: the kernel reads each entry before writing it
   int k_clamp = 0;          // ref::sampling_renorm::KRule
   int top_p_rule = 0;       // ref::sampling_renorm::TopPRule
-  std::string str() const;  // "B=3 V=1025 top-p mixed", then " fused"/" multi-launch", " in-place"
+  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
 class SamplingRenormCase : public ShapedCase<SamplingRenormShape>, public Foreign {

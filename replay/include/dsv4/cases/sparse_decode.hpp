@@ -24,6 +24,7 @@
 
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/fixtures/attention_inputs.hpp"
 
 namespace dsv4::cases {
@@ -36,7 +37,8 @@ struct SparseDecodeShape {
   fx::CacheMix mix{};
   bool rope = false;        // inverse RoPE of the last 64 values
   double bad_position = 0;  // share of queries whose position is outside the table
-  std::string str() const;  // "B=4 H=16 K=576 v41 P=64 extra=v41_fp4 Ke=64 S=4"
+  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
 class SparseDecodeCase : public ShapedCase<SparseDecodeShape>, public Foreign {
