@@ -270,5 +270,31 @@ TEST_F(Foreign, SparseDecodeAnyV41PairingWithInverseRope) {
   EXPECT_THAT(cases::SparseDecodeCase(c.inputs).cannot_run(), HasSubstr("no inverse RoPE"));
 }
 
+// The declared case layout is the reader: each way a case file can miss it is named (exit 2).
+TEST_F(Foreign, DeclaredInputsNameWhatDoesNotFit) {
+  const fx::Tensors good = tied_topk(1);
+  auto refused = [&](fx::Tensors in, const std::string& why) {
+    fx::Case c = sglang_case("indexer_topk", std::move(in),
+                             {{"out", st::Tensor::of<int32_t>({1, 3}, {1, 2, 3})}});
+    const Result r = replay(c, "bad");
+    EXPECT_EQ(r.exit_code, 2) << r.report;
+    EXPECT_THAT(r.report, HasSubstr(why));
+  };
+  fx::Tensors in = good;
+  in.erase("lens");
+  refused(in, "in.lens");
+  in = good;
+  in["K"] = st::Tensor::scalar<int32_t>(3);
+  refused(in, "'in.K' field 'dtype': I32, the indexer_topk case layout reads I64");
+  in = good;
+  in["lens"] = st::Tensor::of<int32_t>({8, 8});
+  refused(in, "B = 2, but in.scores has B = 1");
+  in = good;
+  in["topp"] = st::Tensor::scalar<float>(0.5f);
+  refused(in, "in.topp");
+  EXPECT_THAT(cases::describe(cases::IndexerTopkCase::declared_inputs()),
+              HasSubstr("in.scores F32[B, stride], in.lens I32[B]"));
+}
+
 }  // namespace
 }  // namespace dsv4::replay

@@ -13,6 +13,7 @@
 #include "dsv4/kernels/candidate_blocks.hpp"
 #include "dsv4/ref/candidate_blocks.hpp"
 #include "dsv4/ref/indexer_topk.hpp"
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/replay/replay.hpp"
 
 namespace dsv4::cases {
@@ -45,16 +46,13 @@ fx::Vars CandidateBlocksShape::vars() const {
 }
 
 CandidateBlocksCase::CandidateBlocksCase(const fx::Tensors& in) {
-  const st::Tensor& scores = input(in, "scores");
-  if (scores.shape.size() != 2) scores.throw_shape("in.scores", "2-d [B, stride]");
-  shape_.B = int64_t(scores.shape[0]);
+  // Presence, dtypes and sizes: declared_inputs(), checked before a case file reaches here.
+  shape_.B = int64_t(input(in, "scores").shape.at(0));
   shape_.width = width_of(in);
   shape_.bs = input(in, "bs").item<int64_t>("in.bs");
   shape_.nb = input(in, "nb").item<int64_t>("in.nb");
   shape_.K = input(in, "K").item<int64_t>("in.K");
   if (in.count("wave")) shape_.wave = input(in, "wave").item<int32_t>("in.wave");
-  if (input(in, "lens").numel() != uint64_t(shape_.B))
-    input(in, "lens").throw_shape("in.lens", "[" + std::to_string(shape_.B) + "]");
 }
 
 fx::Tensors CandidateBlocksCase::draw(fx::Rng& rng) const {
@@ -224,11 +222,19 @@ std::vector<int32_t> normalise_blocks(std::vector<int32_t> blocks, size_t nb,
               "cut-off accepted; lists normalised)";
 }
 
+InputDecls CandidateBlocksCase::declared_inputs() {
+  return {{"scores", st::DType::F32, {"B", "stride"}},
+          {"lens", st::DType::I32, {"B"}},
+          {"bs", st::DType::I64, {}},
+          {"nb", st::DType::I64, {}},
+          {"K", st::DType::I64, {}},
+          {"width", st::DType::I64, {}, true, "default stride"},
+          {"wave", st::DType::I32, {}, true}};
+}
+
 }  // namespace dsv4::cases
 
-DSV4_KERNEL_FAMILY("candidate_blocks",
-                   "in.scores F32[B, stride], in.lens I32[B], in.bs I64, in.nb I64, in.K I64, "
-                   "optional in.width I64 (default stride), in.wave I32 -> blocks I32[B, nb], keys "
-                   "I32[B, K] (ascending, -1 last); bitwise. A foreign source: published lists "
-                   "normalised (padding -> -1, ascending), tied blocks and keys accepted",
-                   ::dsv4::cases::CandidateBlocksCase)
+DSV4_DECLARED_FAMILY("candidate_blocks", ::dsv4::cases::CandidateBlocksCase,
+                     "blocks I32[B, nb], keys I32[B, K] (ascending, -1 last); bitwise. A foreign source: "
+                     "published lists normalised (padding -> -1, ascending), tied blocks and keys "
+                     "accepted")

@@ -11,6 +11,7 @@
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/kernels/indexer_topk.hpp"
 #include "dsv4/ref/indexer_topk.hpp"
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/replay/replay.hpp"
 
 namespace dsv4::cases {
@@ -79,22 +80,16 @@ fx::Vars IndexerTopkShape::vars() const {
 }
 
 IndexerTopkCase::IndexerTopkCase(const fx::Tensors& in) {
+  // Presence, dtypes and sizes: declared_inputs(), checked before a case file reaches here.
   const st::Tensor& scores = input(in, "scores");
-  if (scores.shape.size() != 2) scores.throw_shape("in.scores", "2-d [B, stride]");
-  shape_.B = int64_t(scores.shape[0]);
-  shape_.stride = int64_t(scores.shape[1]);
+  shape_.B = int64_t(scores.shape.at(0));
+  shape_.stride = int64_t(scores.shape.at(1));
   shape_.width = width_of(in);
   shape_.K = input(in, "K").item<int64_t>("in.K");
   shape_.sorted = input(in, "sorted").item<int32_t>("in.sorted") != 0;
-  if (input(in, "lens").numel() != uint64_t(shape_.B))
-    input(in, "lens").throw_shape("in.lens", "[" + std::to_string(shape_.B) + "]");
   if (in.count("wave")) shape_.wave = input(in, "wave").item<int32_t>("in.wave");
-  if (in.count("page_table")) {
+  if (in.count("page_table"))
     shape_.page_bits = input(in, "page_bits").item<int32_t>("in.page_bits");
-    const st::Tensor& pt = input(in, "page_table");
-    if (pt.shape.size() != 2 || pt.shape[0] != uint64_t(shape_.B))
-      pt.throw_shape("in.page_table", "[" + std::to_string(shape_.B) + ", pages]");
-  }
   if (shape_.K < 1 || shape_.K > 2048)
     throw std::invalid_argument("in.K=" + std::to_string(shape_.K) + " must be in [1, 2048]");
   if (in.count("select")) {
@@ -402,13 +397,22 @@ std::string judge_topk_row(const float* row, int64_t len, size_t K, int sel, boo
                            size_t(got.shape[1]), spec.name);
 }
 
+InputDecls IndexerTopkCase::declared_inputs() {
+  return {{"scores", st::DType::F32, {"B", "stride"}},
+          {"lens", st::DType::I32, {"B"}},
+          {"K", st::DType::I64, {}},
+          {"sorted", st::DType::I32, {}},
+          {"width", st::DType::I64, {}, true, "default stride"},
+          {"page_table", st::DType::I32, {"B", "pages"}, true, "the page transform"},
+          {"page_bits", st::DType::I32, {}, true, "with page_table"},
+          {"wave", st::DType::I32, {}, true},
+          {"select", st::DType::I32, {}, true, "0 dsv4, 1 sglang exactly K, 2 sglang then mask_topk_scores"},
+          {"raw_out", st::DType::I32, {}, true, "default 1"}};
+}
+
 }  // namespace dsv4::cases
 
-DSV4_KERNEL_FAMILY("indexer_topk",
-                   "in.scores F32[B, stride], in.lens I32[B], in.K I64, in.sorted I32, optional "
-                   "in.width I64 (default stride), in.page_table I32[B, pages] with in.page_bits "
-                   "I32, in.wave I32 -> out I32[B, K] (paged with a page table), raw I32[B, K] "
-                   "(with a page table and raw_out); optional in.select I32 (0 dsv4, 1 sglang exactly K, 2 "
-                   "sglang then mask_topk_scores), in.raw_out I32. Sorted: bitwise; unsorted: "
-                   "per-row sets, -1 last; a foreign source: tied indices at the cut-off accepted",
-                   ::dsv4::cases::IndexerTopkCase)
+DSV4_DECLARED_FAMILY("indexer_topk", ::dsv4::cases::IndexerTopkCase,
+                     "out I32[B, K] (paged with a page table), raw I32[B, K] (with a page table and raw_out). "
+                     "Sorted: bitwise; unsorted: per-row sets, -1 last; a foreign source: tied "
+                     "indices at the cut-off accepted")

@@ -10,6 +10,7 @@
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/kernels/sampling_renorm.hpp"
 #include "dsv4/ref/sampling_renorm.hpp"
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/replay/replay.hpp"
 
 namespace dsv4::cases {
@@ -112,15 +113,13 @@ fx::Vars SamplingRenormShape::vars() const {
 }
 
 SamplingRenormCase::SamplingRenormCase(const fx::Tensors& in) {
+  // Presence, dtypes and sizes: declared_inputs(), checked before a case file reaches here.
   const st::Tensor& probs = input(in, "probs");
-  if (probs.shape.size() != 2) probs.throw_shape("in.probs", "2-d [B, V]");
-  shape_.B = int64_t(probs.shape[0]);
-  shape_.V = int64_t(probs.shape[1]);
+  shape_.B = int64_t(probs.shape.at(0));
+  shape_.V = int64_t(probs.shape.at(1));
   shape_.top_p = in.count("p") != 0;
   shape_.in_place = in.count("out") != 0;
-  const st::Tensor& param = input(in, shape_.top_p ? "p" : "k");
-  if (param.numel() != uint64_t(shape_.B))
-    param.throw_shape(shape_.top_p ? "in.p" : "in.k", "[" + std::to_string(shape_.B) + "]");
+  input(in, shape_.top_p ? "p" : "k");  // one of them: "in.k missing" otherwise
   auto rule = [&](const char* name) {
     if (!in.count(name)) return 0;
     const int32_t v = input(in, name).item<int32_t>(std::string("in.") + name);
@@ -305,12 +304,18 @@ std::string SamplingRenormCase::cannot_run() const {
               "tolerance)";
 }
 
+InputDecls SamplingRenormCase::declared_inputs() {
+  return {{"probs", st::DType::F32, {"B", "V"}},
+          {"k", st::DType::I32, {"B"}, true, "top-k"},
+          {"p", st::DType::F32, {"B"}, true, "top-p"},
+          {"out", st::DType::F32, {"B", "V"}, true, "in place: a copy of probs"},
+          {"k_clamp", st::DType::I32, {}, true, "1: SGLang's clamp of k to [1, V]"},
+          {"top_p_rule", st::DType::I32, {}, true, "0 FlashInfer's, 1 renorm.py's"}};
+}
+
 }  // namespace dsv4::cases
 
-DSV4_KERNEL_FAMILY("sampling_renorm",
-                   "in.probs F32[B, V] and in.k I32[B] (top-k) or in.p F32[B] (top-p) -> out "
-                   "F32[B, V], bitwise against the reference in the kernel's arithmetic; optional in.k_clamp "
-                   "I32 (1: SGLang's clamp of k to [1, V]), in.top_p_rule I32 (0 FlashInfer's, 1 "
-                   "renorm.py's); a foreign source: the kept set either rule allows, values "
-                   "within (n_kept + 4) 2^-24",
-                   ::dsv4::cases::SamplingRenormCase)
+DSV4_DECLARED_FAMILY("sampling_renorm", ::dsv4::cases::SamplingRenormCase,
+                     "out F32[B, V], bitwise against the reference in the kernel's arithmetic; a foreign "
+                     "source: the kept set either top-p rule allows, values within (n_kept + 4) "
+                     "2^-24")

@@ -10,6 +10,7 @@
 #include "dsv4/kernels/split_combine.hpp"
 #include "dsv4/ref/fp32_math.hpp"
 #include "dsv4/ref/sparse_decode.hpp"
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/replay/replay.hpp"
 
 namespace dsv4::cases {
@@ -278,16 +279,29 @@ std::string SparseDecodeCase::cannot_run() const {
   return compare(spec, got, want, in);
 }
 
+InputDecls SparseDecodeCase::declared_inputs() {
+  return {{"q", st::DType::BF16, {"B", "H", "512"}},
+          {"pool", st::DType::U8, {"pages", "page_bytes"}},
+          {"layout", st::DType::I32, {}, false, "0 v41, 1 v41_fp4, 2 v4, 3 v4_fnuz"},
+          {"page_size", st::DType::I64, {}},
+          {"indices", st::DType::I32, {"B", "K"}},
+          {"lengths", st::DType::I32, {"B"}},
+          {"extra_pool", st::DType::U8, {"extra_pages", "extra_page_bytes"}, true},
+          {"extra_layout", st::DType::I32, {}, true},
+          {"extra_page_size", st::DType::I64, {}, true},
+          {"extra_indices", st::DType::I32, {"B", "Ke"}, true},
+          {"extra_lengths", st::DType::I32, {"B"}, true},
+          {"sm_scale", st::DType::F32, {}},
+          {"sink", st::DType::F32, {"H"}, true},
+          {"splits", st::DType::I64, {}, true, "the split-KV path through split_combine"},
+          {"cos_sin", st::DType::F32, {"n_pos", "rope_dim"}, true, "inverse RoPE"},
+          {"positions", st::DType::I64, {"B"}, true, "with cos_sin"}};
+}
+
 }  // namespace dsv4::cases
 
-DSV4_KERNEL_FAMILY(
-    "sparse_decode",
-    "in.q BF16[B, H, 512]; in.pool U8[pages, page_bytes], in.layout I32 (0 v41, 1 v41_fp4, 2 "
-    "v4), in.page_size I64, in.indices I32[B, K], in.lengths I32[B]; optional extra_pool, "
-    "extra_layout, extra_page_size, extra_indices, extra_lengths; in.sm_scale F32; optional "
-    "in.sink F32[H]; optional in.splits I64 (split-KV path through split_combine); optional "
-    "in.cos_sin F32[n_pos, rope_dim] with in.positions I64[B] (inverse RoPE) -> out "
-    "BF16[B, H, 512], out_lse F32[B, H], errors I64 (+ part_o F32[B, S, H, 512], part_lse "
-    "F32[B, S, H] with splits). Within the tolerance derived from the data (fp64 reference); a "
-    "foreign source's NaN in a row with no key fails naming SGLang's HIP reducer",
-    ::dsv4::cases::SparseDecodeCase)
+DSV4_DECLARED_FAMILY("sparse_decode", ::dsv4::cases::SparseDecodeCase,
+                     "out BF16[B, H, 512], out_lse F32[B, H], errors I64 (+ part_o F32[B, S, H, 512], "
+                     "part_lse F32[B, S, H] with splits). Within the tolerance derived from the "
+                     "data (fp64 reference); a foreign source's NaN in a row with no key fails "
+                     "naming SGLang's HIP reducer")

@@ -8,6 +8,7 @@
 
 #include "dsv4/kernels/split_combine.hpp"
 #include "dsv4/ref/split_combine.hpp"
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/replay/replay.hpp"
 
 namespace dsv4::cases {
@@ -245,15 +246,23 @@ std::string SplitCombineCase::cannot_run() const {
   return fx::close_erased(g, r.lse, fx::Shape{B, H}, tol, {.name = spec.name});
 }
 
+InputDecls SplitCombineCase::declared_inputs() {
+  return {{"o", st::DType::F32, {"B", "S", "H", "D"}, true, "normalised partials"},
+          {"lse", st::DType::F32, {"B", "S", "H"}, true, "base 2, -inf empty"},
+          {"acc", st::DType::F32, {"B", "S", "H", "D"}, true, "SGLang's, in place of o"},
+          {"m", st::DType::F32, {"B", "S", "H"}, true, "SGLang's"},
+          {"l", st::DType::F32, {"B", "S", "H"}, true, "SGLang's"},
+          {"m_base2", st::DType::I32, {}, true, "1 base 2, 0 natural"},
+          {"n_splits", st::DType::I32, {"B"}},
+          {"sink", st::DType::F32, {"H"}, true},
+          {"cos_sin", st::DType::F32, {"n_pos", "rope_dim"}, true, "inverse RoPE"},
+          {"positions", st::DType::I64, {"B"}, true, "with cos_sin"},
+          {"rotate_empty", st::DType::I32, {}, true}};
+}
+
 }  // namespace dsv4::cases
 
-DSV4_KERNEL_FAMILY(
-    "split_combine",
-    "in.o F32[B, S, H, D] (normalised partials), in.lse F32[B, S, H] (base 2, -inf empty), "
-    "in.n_splits I32[B]; optional in.sink F32[H]; optional in.cos_sin F32[n_pos, rope_dim] with "
-    "in.positions I64[B] (inverse RoPE); or SGLang's in.acc F32[B, S, H, D], in.m F32[B, S, H], "
-    "in.l F32[B, S, H], optional in.m_base2 I32 (1 base 2, 0 natural); optional in.rotate_empty "
-    "I32 -> out BF16[B, H, D], out_lse F32[B, H] (natural log, sink excluded; an extension), "
-    "errors I64 (positions outside the table). Bitwise (fp32-order reference); a foreign source "
-    "within the stated fp64 tolerances",
-    ::dsv4::cases::SplitCombineCase)
+DSV4_DECLARED_FAMILY("split_combine", ::dsv4::cases::SplitCombineCase,
+                     "out BF16[B, H, D], out_lse F32[B, H] (natural log, sink excluded; an extension), "
+                     "errors I64 (positions outside the table). Bitwise (fp32-order reference); a "
+                     "foreign source within the stated fp64 tolerances")

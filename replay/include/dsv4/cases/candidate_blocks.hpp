@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
@@ -38,6 +39,8 @@ class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape>, public Fore
  public:
   explicit CandidateBlocksCase(CandidateBlocksShape shape) : ShapedCase(shape) {}
   explicit CandidateBlocksCase(const fx::Tensors& in);
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
 
   std::string family() const override { return "candidate_blocks"; }
   fx::Tensors draw(fx::Rng& rng) const override;

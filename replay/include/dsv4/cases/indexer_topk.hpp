@@ -19,6 +19,7 @@
 #include <functional>
 #include <string>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
@@ -51,6 +52,8 @@ class IndexerTopkCase : public ShapedCase<IndexerTopkShape>, public Foreign {
  public:
   explicit IndexerTopkCase(IndexerTopkShape shape) : ShapedCase(shape) {}
   explicit IndexerTopkCase(const fx::Tensors& in);
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
 
   std::string family() const override { return "indexer_topk"; }
   fx::Tensors draw(fx::Rng& rng) const override;

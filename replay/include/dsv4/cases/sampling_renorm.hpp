@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
@@ -49,6 +50,8 @@ class SamplingRenormCase : public ShapedCase<SamplingRenormShape>, public Foreig
  public:
   explicit SamplingRenormCase(SamplingRenormShape shape) : ShapedCase(shape) {}
   explicit SamplingRenormCase(const fx::Tensors& in);
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
 
   std::string family() const override { return "sampling_renorm"; }
   fx::Tensors draw(fx::Rng& rng) const override;

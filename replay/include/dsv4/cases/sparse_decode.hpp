@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
@@ -45,6 +46,8 @@ class SparseDecodeCase : public ShapedCase<SparseDecodeShape>, public Foreign {
  public:
   explicit SparseDecodeCase(SparseDecodeShape shape);
   explicit SparseDecodeCase(const fx::Tensors& in);  // from a case file's inputs (checked)
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
 
   std::string family() const override { return "sparse_decode"; }
   fx::Tensors draw(fx::Rng& rng) const override;

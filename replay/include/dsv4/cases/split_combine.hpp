@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
@@ -46,6 +47,8 @@ class SplitCombineCase : public ShapedCase<SplitCombineShape>, public Foreign {
  public:
   explicit SplitCombineCase(SplitCombineShape shape);
   explicit SplitCombineCase(const fx::Tensors& in);  // from a case file's inputs (checked)
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
 
   std::string family() const override { return "split_combine"; }
   fx::Tensors draw(fx::Rng& rng) const override;
