@@ -91,7 +91,8 @@ size_t rows_of(size_t n_params, const char* field) {
 float weight(float x) { return (x > 0 && x < std::numeric_limits<float>::infinity()) ? x : 0.f; }
 
 float top_k_pivot(std::span<const float> row, int32_t k, KRule kr) {
-  if (kr == KRule::kClamp) k = std::clamp<int32_t>(k, 1, int32_t(std::min<size_t>(row.size(), INT32_MAX)));
+  if (kr == KRule::kClamp)
+    k = std::clamp<int32_t>(k, 1, int32_t(std::min<size_t>(row.size(), INT32_MAX)));
   if (k <= 0 || size_t(k) >= row.size()) return 0.f;
   return weights_descending(row)[size_t(k) - 1];
 }
@@ -137,8 +138,7 @@ void top_p(std::span<const float> probs, size_t V, std::span<const float> p, std
   const size_t B = rows_of(p.size(), "p");
   renorm_rows(probs, V, B, out, a, [&](size_t b) {
     const auto row = probs.subspan(b * V, V);
-    return a == Arith::kKernel ? top_p_pivot_fixed(row, p[b], rule)
-                               : top_p_pivot(row, p[b], rule);
+    return a == Arith::kKernel ? top_p_pivot_fixed(row, p[b], rule) : top_p_pivot(row, p[b], rule);
   });
 }
 

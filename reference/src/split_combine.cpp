@@ -71,14 +71,12 @@ void rotate_tail(const Rope& rp, int64_t pos, bf16* out, size_t D) {
 }
 
 // SGLang's partials, merged in the HIP reducer's fp32 order; returns false for an empty row.
-bool merge_unnormalised(const Inputs& in, size_t b, size_t h, size_t n, float* lse_out,
-                        bf16* out, std::vector<float>& acc) {
+bool merge_unnormalised(const Inputs& in, size_t b, size_t h, size_t n, float* lse_out, bf16* out,
+                        std::vector<float>& acc) {
   const auto [B, S, H, D] = in.shape;
   const Unnormalised& u = *in.un;
   auto at = [&](size_t s) { return (b * S + s) * H + h; };
-  auto m2_at = [&](size_t s) {
-    return u.m2 ? u.m[at(s)] : u.m[at(s)] * f32m::kLog2e;
-  };
+  auto m2_at = [&](size_t s) { return u.m2 ? u.m[at(s)] : u.m[at(s)] * f32m::kLog2e; };
   auto empty = [&](size_t s) { return !(u.l[at(s)] != 0.0f) || m2_at(s) == -f32m::inf(); };
   float M = -f32m::inf();
   for (size_t s = 0; s < n; ++s)

@@ -31,8 +31,8 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
   o.add_options()("family", "family (default: the case's dsv4.family metadata)",
                   cxxopts::value<std::string>())("reference", "run the CPU reference (default)")(
       "device", "run the GPU kernel")("strict", "the family's own comparator (bitwise kernels)")(
-      "tolerant", "the verdict SGLang's tests would accept")("list", "list the families")("h,help", "print this help")(
-      "case", "case file", cxxopts::value<std::vector<std::string>>());
+      "tolerant", "the verdict SGLang's tests would accept")("list", "list the families")(
+      "h,help", "print this help")("case", "case file", cxxopts::value<std::vector<std::string>>());
   o.parse_positional({"case"});
   cxxopts::ParseResult r;
   try {

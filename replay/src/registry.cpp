@@ -95,9 +95,8 @@ bool Family::golden_bitwise(const fx::Case& c) const { return make(c).k->golden_
   for (const fx::OutputSpec& spec : b.k->outputs(b.inputs))
     if (spec.name == output) {
       if (got.shape != want.shape)
-        return ::testing::AssertionFailure()
-               << output << ": shape " << got.shape_str() << " under test, " << want.shape_str()
-               << " expected";
+        return ::testing::AssertionFailure() << output << ": shape " << got.shape_str()
+                                             << " under test, " << want.shape_str() << " expected";
       const auto* foreign = dynamic_cast<const cases::Foreign*>(b.k.get());
       if (foreign && verdict_for(c, verdict) == Verdict::kTolerant)
         return foreign->compare_foreign(spec, got, want, b.inputs);

@@ -204,8 +204,7 @@ TEST(IndexerTopkConventions, SglangSelectsExactlyKWithInfEligibleAndNegNaNLast) 
   EXPECT_EQ(run_sel(row, 6, 4, true, it::Select::kDsv4), (std::vector<int32_t>{0, 2, 5, -1}));
   EXPECT_EQ(run_sel(row, 6, 4, true, it::Select::kSglang), (std::vector<int32_t>{0, 1, 2, 5}));
   EXPECT_EQ(run_sel(row, 6, 4, false, it::Select::kSglang), (std::vector<int32_t>{5, 2, 0, 1}));
-  EXPECT_EQ(run_sel(row, 6, 5, true, it::Select::kSglang),
-            (std::vector<int32_t>{0, 1, 2, 4, 5}));
+  EXPECT_EQ(run_sel(row, 6, 5, true, it::Select::kSglang), (std::vector<int32_t>{0, 1, 2, 4, 5}));
   // -NaN is the very last: only K = 6 of 6 takes it (the trivial path, no score read).
   EXPECT_EQ(run_sel(row, 6, 6, true, it::Select::kSglang),
             (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));

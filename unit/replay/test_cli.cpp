@@ -93,9 +93,9 @@ TEST_F(ReplayCli, MismatchExitsOneAndPrintsCoordinates) {
 }
 
 TEST_F(ReplayCli, BadUsageExitsTwo) {
-  for (const char* args : {"", "--frobnicate x.safetensors", "a.safetensors b.safetensors",
-                           "--family", "--reference --device x.safetensors",
-                           "--strict --tolerant x.safetensors"}) {
+  for (const char* args :
+       {"", "--frobnicate x.safetensors", "a.safetensors b.safetensors", "--family",
+        "--reference --device x.safetensors", "--strict --tolerant x.safetensors"}) {
     SCOPED_TRACE(args);
     const Invocation r = replay(args);
     EXPECT_EQ(r.code, 2) << r.output;

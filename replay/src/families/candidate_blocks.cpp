@@ -4,16 +4,16 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <span>
 #include <limits>
+#include <span>
 #include <sstream>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/indexer_topk.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/kernels/candidate_blocks.hpp"
 #include "dsv4/ref/candidate_blocks.hpp"
 #include "dsv4/ref/indexer_topk.hpp"
-#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/replay/replay.hpp"
 
 namespace dsv4::cases {
@@ -234,7 +234,8 @@ InputDecls CandidateBlocksCase::declared_inputs() {
 
 }  // namespace dsv4::cases
 
-DSV4_DECLARED_FAMILY("candidate_blocks", ::dsv4::cases::CandidateBlocksCase,
-                     "blocks I32[B, nb], keys I32[B, K] (ascending, -1 last); bitwise. A foreign source: "
-                     "published lists normalised (padding -> -1, ascending), tied blocks and keys "
-                     "accepted")
+DSV4_DECLARED_FAMILY(
+    "candidate_blocks", ::dsv4::cases::CandidateBlocksCase,
+    "blocks I32[B, nb], keys I32[B, K] (ascending, -1 last); bitwise. A foreign source: "
+    "published lists normalised (padding -> -1, ascending), tied blocks and keys "
+    "accepted")

@@ -72,9 +72,9 @@ void check_inputs(const InputDecls& decls, const fx::Tensors& in, const std::str
     bool known = false;
     for (const InputDecl& d : decls) known |= d.name == name;
     if (!known)
-      throw st::FormatError("case", "in." + name, "name",
-                            "the " + family + " case layout reads no such input (it reads: " +
-                                describe(decls) + ")");
+      throw st::FormatError(
+          "case", "in." + name, "name",
+          "the " + family + " case layout reads no such input (it reads: " + describe(decls) + ")");
   }
 }
 

@@ -3,15 +3,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <sstream>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/kernels/indexer_topk.hpp"
 #include "dsv4/ref/indexer_topk.hpp"
-#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/replay/replay.hpp"
 
 namespace dsv4::cases {
@@ -158,8 +158,7 @@ fx::Tensors IndexerTopkCase::reference(const fx::Tensors& in) const {
   ref::topk(sc, lens, rows, shape_.sorted, raw, masked ? ref::Select::kSglang : sel);
   std::vector<int32_t> masked_raw = raw;
   if (masked) ref::mask_topk_scores(sc, rows, masked_raw);
-  if (!in.count("page_table"))
-    return {{"out", st::Tensor::of<int32_t>({B, K}, masked_raw)}};
+  if (!in.count("page_table")) return {{"out", st::Tensor::of<int32_t>({B, K}, masked_raw)}};
   const st::Tensor& pt = input(in, "page_table");
   std::vector<int32_t> paged(B * K);
   ref::page_transform(raw, K, pt.values<int32_t>("in.page_table"), pt.shape[1],
@@ -406,13 +405,18 @@ InputDecls IndexerTopkCase::declared_inputs() {
           {"page_table", st::DType::I32, {"B", "pages"}, true, "the page transform"},
           {"page_bits", st::DType::I32, {}, true, "with page_table"},
           {"wave", st::DType::I32, {}, true},
-          {"select", st::DType::I32, {}, true, "0 dsv4, 1 sglang exactly K, 2 sglang then mask_topk_scores"},
+          {"select",
+           st::DType::I32,
+           {},
+           true,
+           "0 dsv4, 1 sglang exactly K, 2 sglang then mask_topk_scores"},
           {"raw_out", st::DType::I32, {}, true, "default 1"}};
 }
 
 }  // namespace dsv4::cases
 
-DSV4_DECLARED_FAMILY("indexer_topk", ::dsv4::cases::IndexerTopkCase,
-                     "out I32[B, K] (paged with a page table), raw I32[B, K] (with a page table and raw_out). "
-                     "Sorted: bitwise; unsorted: per-row sets, -1 last; a foreign source: tied "
-                     "indices at the cut-off accepted")
+DSV4_DECLARED_FAMILY(
+    "indexer_topk", ::dsv4::cases::IndexerTopkCase,
+    "out I32[B, K] (paged with a page table), raw I32[B, K] (with a page table and raw_out). "
+    "Sorted: bitwise; unsorted: per-row sets, -1 last; a foreign source: tied "
+    "indices at the cut-off accepted")

@@ -2,15 +2,15 @@
 #include "dsv4/cases/sampling_renorm.hpp"
 
 #include <algorithm>
-#include <span>
 #include <cmath>
 #include <limits>
+#include <span>
 #include <sstream>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/kernels/sampling_renorm.hpp"
 #include "dsv4/ref/sampling_renorm.hpp"
-#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/replay/replay.hpp"
 
 namespace dsv4::cases {
@@ -214,7 +214,8 @@ void SamplingRenormCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const
 
 std::string SamplingRenormCase::cannot_run() const {
   if (shape_.k_clamp) return "the project's kernel keeps all for k <= 0 (in.k_clamp=0)";
-  if (shape_.top_p_rule) return "the project's kernel follows FlashInfer's top-p rule (in.top_p_rule=0)";
+  if (shape_.top_p_rule)
+    return "the project's kernel follows FlashInfer's top-p rule (in.top_p_rule=0)";
   return "";
 }
 
@@ -315,7 +316,8 @@ InputDecls SamplingRenormCase::declared_inputs() {
 
 }  // namespace dsv4::cases
 
-DSV4_DECLARED_FAMILY("sampling_renorm", ::dsv4::cases::SamplingRenormCase,
-                     "out F32[B, V], bitwise against the reference in the kernel's arithmetic; a foreign "
-                     "source: the kept set either top-p rule allows, values within (n_kept + 4) "
-                     "2^-24")
+DSV4_DECLARED_FAMILY(
+    "sampling_renorm", ::dsv4::cases::SamplingRenormCase,
+    "out F32[B, V], bitwise against the reference in the kernel's arithmetic; a foreign "
+    "source: the kept set either top-p rule allows, values within (n_kept + 4) "
+    "2^-24")

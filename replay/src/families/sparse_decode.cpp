@@ -6,11 +6,11 @@
 #include <limits>
 #include <sstream>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/kernels/sparse_decode.hpp"
 #include "dsv4/kernels/split_combine.hpp"
 #include "dsv4/ref/fp32_math.hpp"
 #include "dsv4/ref/sparse_decode.hpp"
-#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/replay/replay.hpp"
 
 namespace dsv4::cases {
@@ -112,8 +112,7 @@ SparseView sparse_view_of(const fx::Tensors& in) {
   v.c = sparse_case_of(in);
   if (in.count("cos_sin") || in.count("positions")) {
     const st::Tensor& cs = input(in, "cos_sin");
-    if (cs.shape.size() != 2 || cs.shape[1] == 0)
-      cs.throw_shape("in.cos_sin", "[n_pos, rope_dim]");
+    if (cs.shape.size() != 2 || cs.shape[1] == 0) cs.throw_shape("in.cos_sin", "[n_pos, rope_dim]");
     v.cos_sin = cs.values<float>("in.cos_sin");
     v.rope_dim = cs.shape[1];
     v.positions = input(in, "positions").values<int64_t>("in.positions");
@@ -271,8 +270,8 @@ std::string SparseDecodeCase::cannot_run() const {
     for (size_t row = 0; row < B * H; ++row)
       zero_row[row] =
           r.lse[row] == INFINITY || (!v.c.sink.empty() && v.c.sink[row % H] == INFINITY);
-    if (auto nan = no_nan_in_zero_rows(got.to_f64("got.out"), zero_row, size_t(kTokenValues),
-                                       spec.name);
+    if (auto nan =
+            no_nan_in_zero_rows(got.to_f64("got.out"), zero_row, size_t(kTokenValues), spec.name);
         !nan)
       return nan;
   }
@@ -300,8 +299,9 @@ InputDecls SparseDecodeCase::declared_inputs() {
 
 }  // namespace dsv4::cases
 
-DSV4_DECLARED_FAMILY("sparse_decode", ::dsv4::cases::SparseDecodeCase,
-                     "out BF16[B, H, 512], out_lse F32[B, H], errors I64 (+ part_o F32[B, S, H, 512], "
-                     "part_lse F32[B, S, H] with splits). Within the tolerance derived from the "
-                     "data (fp64 reference); a foreign source's NaN in a row with no key fails "
-                     "naming SGLang's HIP reducer")
+DSV4_DECLARED_FAMILY(
+    "sparse_decode", ::dsv4::cases::SparseDecodeCase,
+    "out BF16[B, H, 512], out_lse F32[B, H], errors I64 (+ part_o F32[B, S, H, 512], "
+    "part_lse F32[B, S, H] with splits). Within the tolerance derived from the "
+    "data (fp64 reference); a foreign source's NaN in a row with no key fails "
+    "naming SGLang's HIP reducer")

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <sstream>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/kernels/split_combine.hpp"
 #include "dsv4/ref/split_combine.hpp"
-#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/replay/replay.hpp"
 
 namespace dsv4::cases {
@@ -232,8 +232,8 @@ std::string SplitCombineCase::cannot_run() const {
   if (spec.name == "out") {
     std::vector<bool> zero_row(B * H);
     for (size_t row = 0; row < B * H; ++row)
-      zero_row[row] = r.lse[row] == INFINITY ||
-                      (!v.p.sink.empty() && v.p.sink[row % H] == INFINITY);
+      zero_row[row] =
+          r.lse[row] == INFINITY || (!v.p.sink.empty() && v.p.sink[row % H] == INFINITY);
     if (auto nan = no_nan_in_zero_rows(g, zero_row, D, spec.name); !nan) return nan;
     double mx = 0;
     for (double x : r.out) mx = std::max(mx, std::abs(x));
@@ -262,7 +262,8 @@ InputDecls SplitCombineCase::declared_inputs() {
 
 }  // namespace dsv4::cases
 
-DSV4_DECLARED_FAMILY("split_combine", ::dsv4::cases::SplitCombineCase,
-                     "out BF16[B, H, D], out_lse F32[B, H] (natural log, sink excluded; an extension), "
-                     "errors I64 (positions outside the table). Bitwise (fp32-order reference); a "
-                     "foreign source within the stated fp64 tolerances")
+DSV4_DECLARED_FAMILY(
+    "split_combine", ::dsv4::cases::SplitCombineCase,
+    "out BF16[B, H, D], out_lse F32[B, H] (natural log, sink excluded; an extension), "
+    "errors I64 (positions outside the table). Bitwise (fp32-order reference); a "
+    "foreign source within the stated fp64 tolerances")

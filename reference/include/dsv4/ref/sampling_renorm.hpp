@@ -53,8 +53,7 @@ float top_k_pivot(std::span<const float> row, int32_t k, KRule kr = KRule::kKeep
 // fp64 masses
 float top_p_pivot(std::span<const float> row, float p, TopPRule rule = TopPRule::kFlashInfer);
 // The kernel's fixed-point boundary (kRenormPy: M > p, i.e. M >= floor(p 2^s) + 1)
-float top_p_pivot_fixed(std::span<const float> row, float p,
-                        TopPRule rule = TopPRule::kFlashInfer);
+float top_p_pivot_fixed(std::span<const float> row, float p, TopPRule rule = TopPRule::kFlashInfer);
 
 // How a batch function computes: kFp64 is the specification (exact fp64 masses and kept sum,
 // out = w / S rounded once to fp32). kKernel is the kernel's own arithmetic, bit for bit: the

@@ -28,9 +28,9 @@ struct CandidateBlocksShape {
   int64_t width = 4096;
   int64_t len = -1;  // every row's length; -1: ragged in [0, width]
   int64_t bs = 64, nb = 16, K = 512;
-  int wave = 0;             // 0: the device's
-  bool ties = false;        // integer-valued scores (ties within and across blocks)
-  bool hostile = false;     // NaN, -inf and +inf sprinkled in
+  int wave = 0;           // 0: the device's
+  bool ties = false;      // integer-valued scores (ties within and across blocks)
+  bool hostile = false;   // NaN, -inf and +inf sprinkled in
   fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
 };

@@ -18,7 +18,7 @@ namespace dsv4::cases {
 namespace st = fx::st;
 
 struct InputDecl {
-  std::string name;               // without "in."
+  std::string name;  // without "in."
   st::DType dtype;
   std::vector<std::string> dims;  // symbolic ("B", "K") or literal ("512"); {} a scalar
   bool optional = false;
@@ -35,10 +35,10 @@ void check_inputs(const InputDecls& decls, const fx::Tensors& in, const std::str
 
 // DSV4_DECLARED_FAMILY("name", CaseClass, "outputs and verdict"): registers a fx::KernelCase
 // adapter whose static CaseClass::declared_inputs() lists its inputs; the summary is derived.
-#define DSV4_DECLARED_FAMILY(name, CaseClass, outputs)                                          \
-  DSV4_REPLAY_FAMILY(::dsv4::replay::kernel_case_family(                                        \
-      name, ::dsv4::cases::describe(CaseClass::declared_inputs()) + " -> " + outputs,           \
-      [](const ::dsv4::fx::Tensors& in) -> std::unique_ptr<::dsv4::fx::KernelCase> {            \
-        ::dsv4::cases::check_inputs(CaseClass::declared_inputs(), in, name);                     \
-        return std::make_unique<CaseClass>(in);                                                 \
+#define DSV4_DECLARED_FAMILY(name, CaseClass, outputs)                                \
+  DSV4_REPLAY_FAMILY(::dsv4::replay::kernel_case_family(                              \
+      name, ::dsv4::cases::describe(CaseClass::declared_inputs()) + " -> " + outputs, \
+      [](const ::dsv4::fx::Tensors& in) -> std::unique_ptr<::dsv4::fx::KernelCase> {  \
+        ::dsv4::cases::check_inputs(CaseClass::declared_inputs(), in, name);          \
+        return std::make_unique<CaseClass>(in);                                       \
       }))

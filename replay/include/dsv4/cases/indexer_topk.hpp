@@ -42,8 +42,8 @@ struct IndexerTopkShape {
   int page_bits = -1;     // -1: no page transform
   bool permuted = false;  // a permuted page table, else the identity
   ScoreKind scores = ScoreKind::kNormal;
-  int select = 0;        // ref::indexer_topk::Select
-  bool raw_out = true;   // the raw output beside a paged one
+  int select = 0;         // ref::indexer_topk::Select
+  bool raw_out = true;    // the raw output beside a paged one
   fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
 };

@@ -39,9 +39,9 @@ struct SamplingRenormShape {
   bool top_p = false;
   RowKind rows = RowKind::kMixed;  // kMixed: each row a kind of its own
   kernels::sampling_renorm::Variant variant = kernels::sampling_renorm::Variant::kAuto;
-  bool in_place = false;    // out == probs: the kernel reads each entry before writing it
-  int k_clamp = 0;          // ref::sampling_renorm::KRule
-  int top_p_rule = 0;       // ref::sampling_renorm::TopPRule
+  bool in_place = false;  // out == probs: the kernel reads each entry before writing it
+  int k_clamp = 0;        // ref::sampling_renorm::KRule
+  int top_p_rule = 0;     // ref::sampling_renorm::TopPRule
   fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
 };

@@ -25,8 +25,8 @@
 #include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
-#include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/fixtures/attention_inputs.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 
 namespace dsv4::cases {
 
@@ -38,7 +38,7 @@ struct SparseDecodeShape {
   fx::CacheMix mix{};
   bool rope = false;        // inverse RoPE of the last 64 values
   double bad_position = 0;  // share of queries whose position is outside the table
-  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  fx::Vars vars() const;    // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
 };
 

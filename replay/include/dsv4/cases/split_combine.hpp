@@ -24,8 +24,8 @@
 #include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
-#include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/fixtures/attention_inputs.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 
 namespace dsv4::cases {
 
@@ -34,12 +34,12 @@ namespace st = fx::st;
 struct SplitCombineShape {
   int64_t B = 1, S = 1, H = 1, D = 512;
   fx::PartialsMix mix{};
-  int variant = 0;          // kernels::split_combine::Args::variant (the same bits either way)
+  int variant = 0;               // kernels::split_combine::Args::variant (the same bits either way)
   bool unnormalised = false;     // SGLang's (acc, m, l) layout (reference and replay only)
   bool m2 = true;                // its m in the base-2 domain
   bool rotate_empty = false;     // an empty row through the inverse RoPE (SGLang's -0)
   bool order_sensitive = false;  // rows whose lse sum depends on the order of its terms
-  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  fx::Vars vars() const;         // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
 };
 

@@ -130,7 +130,8 @@ struct Result {
 Result run(const Request& r);
 
 // The command line: dsv4-replay CASE.safetensors [--family NAME] [--reference|--device]
-// [--strict|--tolerant] [--list] [--help]. Returns the exit code; the report goes to `out`, usage errors to `err`.
+// [--strict|--tolerant] [--list] [--help]. Returns the exit code; the report goes to `out`, usage
+// errors to `err`.
 int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
 
 }  // namespace dsv4::replay
