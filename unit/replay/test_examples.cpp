@@ -55,8 +55,9 @@ TEST_P(SglangCases, MatchAndItsOneValueTwinMismatch) {
   RecordProperty("writer", twin.metadata.at("dsv4.writer"));
   // SGLang's tie-breaking is what the strict (bitwise) verdict refuses: the tolerant verdict is
   // what lets these files match.
-  if (family == "indexer_topk" || family == "candidate_blocks")
+  if (family == "indexer_topk" || family == "candidate_blocks") {
     EXPECT_EQ(replay(family + ".safetensors", Verdict::kStrict).exit_code, 1);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, SglangCases,

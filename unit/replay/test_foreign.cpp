@@ -122,6 +122,13 @@ TEST_F(Foreign, IndexerTopkAcceptsAnyTiedIndexAtTheCutOff) {
   c = sglang_case("indexer_topk", in,
                   {{"out", st::Tensor::of<int32_t>({1, 7}, {0, 1, 3, 4, 6, 7, -1})}});
   EXPECT_EQ(replay(c, "dsv4").exit_code, 0);
+  // Unsorted under the mask step: the reference's own output (-1 in place) replays strictly too.
+  in["select"] = st::Tensor::scalar<int32_t>(2);
+  in["sorted"] = st::Tensor::scalar<int32_t>(0);
+  c = sglang_case("indexer_topk", in, {});
+  c.got = find_family("indexer_topk")->reference(c);
+  EXPECT_EQ(replay(c, "masked_unsorted", Verdict::kStrict).exit_code, 0);
+  EXPECT_EQ(replay(c, "masked_unsorted", Verdict::kTolerant).exit_code, 0);
 }
 
 // A sorted paged row without raw output is sorted by slot (SGLang's order); the project's order

@@ -91,9 +91,11 @@ std::string judge_selection(const float* row, int64_t len, size_t n,
 // top-k families (indexer_topk, candidate_blocks).
 std::string wave_cannot_run(int W, bool built);
 
-// Per-row set equality of [rows, K] index lists with every -1 after the selections, in `got`.
+// Per-row set equality of [rows, K] index lists with every -1 after the selections, in `got`
+// (anywhere with `minus_one_anywhere`: SGLang's mask step).
 ::testing::AssertionResult same_rows_as_sets(const std::vector<int32_t>& got,
                                              const std::vector<int32_t>& want, size_t rows,
-                                             size_t K, const std::string& name);
+                                             size_t K, const std::string& name,
+                                             bool minus_one_anywhere = false);
 
 }  // namespace dsv4::cases
