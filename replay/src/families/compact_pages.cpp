@@ -84,16 +84,15 @@ std::string hex_byte(uint8_t b) {
 
 }  // namespace
 
-std::string CompactPagesShape::str() const {
-  std::ostringstream os;
-  os << op_name(op) << " " << kv_layout_name(layout) << " P=" << page_size
-     << " pages=" << num_pages;
-  if (!whole_pages) os << " T=" << T;
-  if (whole_pages) os << " whole";
-  if (stride) os << " stride=" << stride;
-  if (values_per_lane) os << " V=" << values_per_lane;
-  if (variant) os << " variant=" << variant;
-  return os.str();
+fx::Vars CompactPagesShape::vars() const {
+  fx::Vars v;
+  v.flag(op_name(op)).flag(kv_layout_name(layout)).add("P", page_size).add("pages", num_pages);
+  if (!whole_pages) v.add("T", T);
+  v.flag("whole", whole_pages);
+  if (stride) v.add("stride", stride);
+  if (values_per_lane) v.add("V", values_per_lane);
+  if (variant) v.add("variant", variant);
+  return v;
 }
 
 std::vector<bf16> hostile_rows(fx::Rng& rng, KvLayout l, size_t T, size_t stride) {

@@ -205,14 +205,13 @@ std::vector<bf16> raw_bf16_bits(fx::Rng& rng, size_t n) {
   return v;
 }
 
-std::string KvStoreShape::str() const {
-  std::ostringstream os;
-  os << "T=" << T << " R=" << R << " W=" << width;
-  if (src_stride) os << " src_stride=" << src_stride;
-  if (pool_stride) os << " pool_stride=" << pool_stride;
-  if (lanes) os << " lanes=" << lanes;
-  if (order_sensitive) os << " order-sensitive";
-  return os.str();
+fx::Vars KvStoreShape::vars() const {
+  fx::Vars v;
+  v.add("T", T).add("R", R).add("W", width);
+  if (src_stride) v.add("src_stride", src_stride);
+  if (pool_stride) v.add("pool_stride", pool_stride);
+  if (lanes) v.add("lanes", lanes);
+  return v.flag("order-sensitive", order_sensitive);
 }
 
 KvStoreCase::KvStoreCase(KvStoreShape shape) : ShapedCase(shape), fused_(shape.lanes != 0) {

@@ -61,14 +61,13 @@ bool has(const fx::Tensors& in, const char* name) { return in.count(name) != 0; 
 
 }  // namespace
 
-std::string RingLayoutShape::str() const {
-  std::ostringstream os;
-  os << "n=" << n << " V=" << V << " win=" << win << " ring=" << ring_size()
-     << " slots=" << n_slots;
-  if (max_pos) os << " max_pos=" << max_pos;
-  if (first_offset) os << " first=" << first_offset;
-  if (max_request) os << " max_request=" << max_request;
-  return os.str();
+fx::Vars RingLayoutShape::vars() const {
+  fx::Vars v;
+  v.add("n", n).add("V", V).add("win", win).add("ring", ring_size()).add("slots", n_slots);
+  if (max_pos) v.add("max_pos", max_pos);
+  if (first_offset) v.add("first", first_offset);
+  if (max_request) v.add("max_request", max_request);
+  return v;
 }
 
 RingLayoutCase::RingLayoutCase(const fx::Tensors& in) {

@@ -29,11 +29,11 @@ const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
 
 }  // namespace
 
-std::string SmokeShape::str() const {
-  std::ostringstream os;
-  os << "n=" << n;
-  if (fault != Fault::kNone) os << " fault=" << int(fault) << " at=" << at;
-  return os.str();
+fx::Vars SmokeShape::vars() const {
+  fx::Vars v;
+  v.add("n", int64_t(n));
+  if (fault != Fault::kNone) v.add("fault", int64_t(fault)).add("at", int64_t(at));
+  return v;
 }
 
 SmokeCase::SmokeCase(const fx::Tensors& in) {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/fixtures/generators.hpp"
 
 namespace dsv4::cases {
@@ -33,7 +34,8 @@ struct KvStoreShape {
   // Fused store: redraw each stored row until its bf16 values under this lane count differ from
   // those under some other lane count, so the case pins the fp32 summation order (golden files).
   bool order_sensitive = false;
-  std::string str() const;  // "T=64 R=99 W=512 lanes=32", strides when set
+  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
 class KvStoreCase : public ShapedCase<KvStoreShape> {

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 
 namespace dsv4::cases {
 
@@ -33,7 +34,8 @@ struct RingLayoutShape {
   int64_t max_request = 0;   // longest prefill request; 0: 2 * V
   int64_t B() const { return n / V > 1 ? n / V : 1; }
   int64_t ring_size() const { return ring ? ring : win + V - 1; }
-  std::string str() const;
+  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
 class RingLayoutCase : public ShapedCase<RingLayoutShape> {

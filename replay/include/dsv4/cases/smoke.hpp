@@ -9,6 +9,7 @@
 #include <string>
 
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/kernels/smoke.hpp"
 
 namespace dsv4::cases {
@@ -19,7 +20,8 @@ struct SmokeShape {
   size_t at = 0;
   float scale = 2.0f, bias = 0.5f;
   bool draw_scalars = false;  // draw scale and bias too (host arguments a graph captures)
-  std::string str() const;
+  fx::Vars vars() const;      // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
 class SmokeCase : public ShapedCase<SmokeShape> {
