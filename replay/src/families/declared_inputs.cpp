@@ -23,7 +23,10 @@ std::string describe(const InputDecls& decls) {
     s += s.empty() ? "" : ", ";
     if (d.optional) s += "optional ";
     s += "in." + d.name + " " + st::dtype_name(d.dtype);
-    if (!d.dims.empty()) s += dims_str(d.dims);
+    if (d.dims.size() == 1 && d.dims[0] == "...")
+      s += "[any shape]";
+    else if (!d.dims.empty())
+      s += dims_str(d.dims);
     if (!d.note.empty()) s += " (" + d.note + ")";
   }
   return s;
@@ -45,6 +48,7 @@ void check_inputs(const InputDecls& decls, const fx::Tensors& in, const std::str
       throw st::FormatError("case", tname, "dtype",
                             std::string(st::dtype_name(t.dtype)) + ", the " + family +
                                 " case layout reads " + st::dtype_name(d.dtype));
+    if (d.dims.size() == 1 && d.dims[0] == "...") continue;  // any shape
     if (t.shape.size() != d.dims.size())
       throw st::FormatError("case", tname, "shape",
                             t.shape_str() + " has " + std::to_string(t.shape.size()) +

@@ -20,7 +20,8 @@ namespace st = fx::st;
 struct InputDecl {
   std::string name;  // without "in."
   st::DType dtype;
-  std::vector<std::string> dims;  // symbolic ("B", "K") or literal ("512"); {} a scalar
+  std::vector<std::string> dims;  // symbolic ("B", "K") or literal ("512"); {} a scalar;
+                                  // {"..."} any shape
   bool optional = false;
   std::string note = {};  // e.g. "0 dsv4, 1 sglang"
 };

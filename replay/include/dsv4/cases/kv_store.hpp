@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/fixtures/generators.hpp"
@@ -43,6 +44,8 @@ class KvStoreCase : public ShapedCase<KvStoreShape> {
   explicit KvStoreCase(KvStoreShape shape);
   // From a case file's inputs (checked; throws st::FormatError or std::invalid_argument).
   explicit KvStoreCase(const fx::Tensors& in);
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
   bool fused() const { return fused_; }
 
   std::string family() const override { return "kv_store"; }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
 
@@ -42,6 +43,8 @@ class RingLayoutCase : public ShapedCase<RingLayoutShape> {
  public:
   explicit RingLayoutCase(RingLayoutShape shape) : ShapedCase(shape) {}
   explicit RingLayoutCase(const fx::Tensors& in);
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
 
   std::string family() const override { return "ring_layout"; }
   fx::Tensors draw(fx::Rng& rng) const override;

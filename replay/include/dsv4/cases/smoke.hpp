@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <string>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/kernels/smoke.hpp"
@@ -28,6 +29,8 @@ class SmokeCase : public ShapedCase<SmokeShape> {
  public:
   explicit SmokeCase(SmokeShape shape) : ShapedCase(shape) {}
   explicit SmokeCase(const fx::Tensors& in);
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
   std::string family() const override { return "smoke"; }
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
