@@ -32,4 +32,10 @@ if(DSV4_BUILD_E2E AND NOT DSV4_GPU_BACKEND STREQUAL "hip-compile")
     message(FATAL_ERROR "dependency cpp-httplib not found: install the Debian package "
                         "'libcpp-httplib-dev' (apt-get install -y libcpp-httplib-dev)")
   endif()
+  # Oniguruma: the regex engine Hugging Face tokenizers run their pre-tokenizer patterns with.
+  pkg_check_modules(ONIG QUIET IMPORTED_TARGET oniguruma)
+  if(NOT ONIG_FOUND)
+    message(FATAL_ERROR "dependency oniguruma not found: install the Debian package "
+                        "'libonig-dev' (apt-get install -y libonig-dev)")
+  endif()
 endif()

@@ -215,7 +215,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
     gather_next(-1);
     store_tile<A>(a, T, 0, tid, slot, raw, sk, svalid);
   }
+#ifndef DSV4_PLANT_MISSING_SYNC  // the sanitizer's proof: only racecheck sees this barrier missing
   sync_block();
+#endif
 
   // Softmax state of head roles(tid).sh.
   const float scale2 = a.sm_scale * f32m::kLog2e;

@@ -272,6 +272,8 @@ int cmd_sanitize(int argc, char** argv) {
       "out", "report folder", cxxopts::value<std::string>()->default_value(""))(
       "sanitizer", "compute-sanitizer binary", cxxopts::value<std::string>()->default_value(""))(
       "timeout-s", "per test executable", cxxopts::value<int>()->default_value("7200"))(
+      "gtest-filter", "GoogleTest filter every executable runs under (a slow tool's subset)",
+      cxxopts::value<std::string>()->default_value(""))(
       "skip-unless-env", "report skipped (77) unless this variable is set",
       cxxopts::value<std::string>()->default_value(""));
   o.positional_help("[-- compute-sanitizer options]");
@@ -293,6 +295,7 @@ int cmd_sanitize(int argc, char** argv) {
   so.timeout_s = (*r)["timeout-s"].as<int>();
   if (so.timeout_s <= 0) throw Usage("--timeout-s must be a positive number of seconds");
   so.extra_args = rest;
+  so.gtest_filter = str(*r, "gtest-filter");
   return sanitize(so);
 }
 

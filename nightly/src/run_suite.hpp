@@ -28,7 +28,8 @@ struct SanitizeOptions {
   std::string out;                // default <build_dir>/sanitizer/<tool>
   std::string sanitizer;          // compute-sanitizer binary; default found on PATH or CUDA's bin
   std::vector<std::string> extra_args;
-  int timeout_s = 7200;  // per test executable
+  int timeout_s = 7200;      // per test executable
+  std::string gtest_filter;  // narrows every executable's tests (a slow tool's subset)
 };
 
 // Runs every test executable carrying `label` under compute-sanitizer (one process per

@@ -179,6 +179,7 @@ int sanitize(const SanitizeOptions& opt) {
     argv.insert(argv.end(), opt.extra_args.begin(), opt.extra_args.end());
     if (g.whole) {
       argv.insert(argv.end(), {g.exe, "--gtest_output=xml:" + xml});
+      if (!opt.gtest_filter.empty()) argv.push_back("--gtest_filter=" + opt.gtest_filter);
     } else if (g.command.empty()) {
       std::string filter;
       for (const auto& f : g.filters) filter += (filter.empty() ? "" : ":") + f;

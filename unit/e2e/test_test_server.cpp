@@ -48,6 +48,10 @@ CliRequest cli(std::vector<std::string> args) {
 }
 
 const char* kFlags[] = {"--port",
+                        "--reasoning-text",
+                        "--no-tokenizer-endpoints",
+                        "--idle-rank-zero",
+                        "--profiler",
                         "--port-file",
                         "--threads",
                         "--model",

@@ -154,9 +154,17 @@ TEST(SmokeDeadlineDeathTest, APlantedSpinFailsByNameWithinTheDeadline) {
   std::string why;
   if (!gpu::available(&why)) GTEST_SKIP() << "GPU test skipped: " << why;
   GTEST_FLAG_SET(death_test_style, "threadsafe");  // a fresh process: no GPU context is forked
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("dsv4-deadline-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  // The child re-runs this test from its start, so the folder is named by the parent, through the
+  // environment the child inherits.
+  if (!std::getenv("DSV4_TEST_DEADLINE_DIR"))
+    ::setenv(
+        "DSV4_TEST_DEADLINE_DIR",
+        (std::filesystem::temp_directory_path() / ("dsv4-deadline-" + std::to_string(::getpid())))
+            .c_str(),
+        1);
+  const std::filesystem::path dir = std::getenv("DSV4_TEST_DEADLINE_DIR");
+  std::error_code ec;
+  if (!::testing::internal::InDeathTestChild()) std::filesystem::remove_all(dir, ec);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EXIT(
       {
@@ -174,7 +182,6 @@ TEST(SmokeDeadlineDeathTest, APlantedSpinFailsByNameWithinTheDeadline) {
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, 3 + 30) << "the child's start, 3 s of deadline and its exit";
   int files = 0;
-  std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec))
     files += e.path().extension() == ".safetensors";
   EXPECT_EQ(files, 1) << "the hung case's file in " << dir;

@@ -30,10 +30,16 @@ constexpr KvLayout kLayouts[] = {KvLayout::kV41, KvLayout::kV41Fp4, KvLayout::kV
 class Soak : public fx::GpuTest {
  protected:
   // Soaks `cases` and prints the launches, checks and minutes (a JUnit property too).
-  void run(const Cases& cases) {
-    for (const auto& c : cases)
-      if (const std::string why = c->cannot_run(); !why.empty())
-        GTEST_FAIL() << "a soak shape this device cannot run: " << c->name() << ": " << why;
+  void run(Cases all) {
+    // Shapes this device cannot run (64 lanes on a wave32 device) are named and left out; a soak
+    // with none left fails.
+    Cases cases;
+    for (auto& c : all)
+      if (const std::string why = c->cannot_run(); why.empty())
+        cases.push_back(std::move(c));
+      else
+        std::printf("[soak] not on this device: %s: %s\n", c->name().c_str(), why.c_str());
+    ASSERT_FALSE(cases.empty()) << "no soak shape can run on this device";
     fx::SoakOptions o;
     o.launches = fx::soak_launches(200000);
     fx::SoakResult r;
@@ -68,7 +74,7 @@ TEST_F(Soak, SamplingRenorm) {
     c.push_back(std::make_unique<SamplingRenormCase>(
         cases::SamplingRenormShape{.B = 7, .V = 1000, .top_p = top_p}));
   }
-  run(c);
+  run(std::move(c));
 }
 
 // Unsplit and split, every main layout, the extra caches SGLang pairs, 16 to 128 heads.
@@ -103,7 +109,7 @@ TEST_F(Soak, SparseDecode) {
       shape(4, 16, 576, KvLayout::kV41, 64, 0, 64, KvLayout::kV41Fp4)));
   c.push_back(std::make_unique<SparseDecodeCase>(
       shape(2, 48, 576, KvLayout::kV41, 64, 3, 64, KvLayout::kV41Fp4)));
-  run(c);
+  run(std::move(c));
 }
 
 // Unsplit-like (one split) and many splits, sinks and RoPE, both kernel variants.
@@ -118,7 +124,7 @@ TEST_F(Soak, SplitCombine) {
     c.push_back(
         std::make_unique<SplitCombineCase>(cases::SplitCombineShape{2, 64, 128, 512, {}, variant}));
   }
-  run(c);
+  run(std::move(c));
 }
 
 // Sorted at each wave width and unsorted, ragged and full rows, page tables, ties and hostile
@@ -143,7 +149,7 @@ TEST_F(Soak, IndexerTopk) {
   c.push_back(std::make_unique<IndexerTopkCase>(IndexerTopkShape{
       .B = 2, .width = 1024, .stride = 1040, .K = 512, .scores = cases::ScoreKind::kHostile}));
   c.push_back(std::make_unique<IndexerTopkCase>(IndexerTopkShape{.B = 16, .width = 300, .K = 512}));
-  run(c);
+  run(std::move(c));
 }
 
 // Both wave widths, block sizes 1 to 512, ragged and full rows, ties and hostile scores.
@@ -164,7 +170,7 @@ TEST_F(Soak, CandidateBlocks) {
                                                                      .wave = wave,
                                                                      .ties = i % 3 == 1,
                                                                      .hostile = i++ % 3 == 2}));
-  run(c);
+  run(std::move(c));
 }
 
 // The scatter store and the fused norm-RoPE store at each lane count.
@@ -177,7 +183,7 @@ TEST_F(Soak, KvStore) {
     c.push_back(std::make_unique<KvStoreCase>(
         cases::KvStoreShape{.T = 7, .R = 16, .width = 576, .lanes = lanes}));
   }
-  run(c);
+  run(std::move(c));
 }
 
 // Quantise at each supported lane width and both variants, dequantise to bf16 and f32, every
@@ -210,7 +216,7 @@ TEST_F(Soak, CompactPages) {
         c.push_back(std::make_unique<CompactPagesCase>(cases::CompactPagesShape{
             .op = op, .layout = l, .page_size = 64, .T = 300, .num_pages = 8, .variant = variant}));
   }
-  run(c);
+  run(std::move(c));
 }
 
 // Every launcher of the family (token, verify, window and prefill layouts) on each case.
@@ -223,7 +229,7 @@ TEST_F(Soak, RingLayout) {
       cases::RingLayoutShape{.n = 513, .first_offset = 200, .max_request = 40}));
   c.push_back(std::make_unique<RingLayoutCase>(
       cases::RingLayoutShape{.n = 4096, .V = 8, .win = 64, .max_pos = int64_t(1) << 20}));
-  run(c);
+  run(std::move(c));
 }
 
 }  // namespace

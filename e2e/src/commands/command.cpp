@@ -50,6 +50,9 @@ std::vector<std::string> expand_abbreviations(const cxxopts::Options& o, int arg
 }
 
 std::string base_url_from(const cxxopts::ParseResult& r) {
+  if (r.count("url") && (r.count("host") || r.count("port")))
+    throw std::invalid_argument(std::string("--url and --") + (r.count("host") ? "host" : "port") +
+                                " both name the server; give --url, or --host and --port");
   if (r.count("url") || (!r.count("host") && !r.count("port")))
     return normalize_base_url(r["url"].as<std::string>());
   std::string host = r["host"].as<std::string>();

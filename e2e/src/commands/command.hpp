@@ -40,7 +40,8 @@ std::vector<std::string> expand_abbreviations(const cxxopts::Options& o, int arg
 
 // The server's base URL from --url, else from --host/--port as SGLang's scripts take them
 // (bench_sglang: --host http://127.0.0.1; bench_serving: --host 127.0.0.1; a host without a
-// scheme gets http://). Throws std::invalid_argument for a bad value.
+// scheme gets http://). Throws std::invalid_argument for a bad value, and for --url given together
+// with --host or --port (both name the server).
 std::string base_url_from(const cxxopts::ParseResult& r);
 
 }  // namespace dsv4::eval

@@ -13,16 +13,6 @@
 namespace dsv4::eval {
 namespace {
 
-std::string join_args(int argc, char** argv) {
-  std::string s = "dsv4-eval";
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool quote = a.find_first_of(" '\"<>|&;$") != std::string::npos;
-    s += " " + (quote ? "'" + a + "'" : a);
-  }
-  return s;
-}
-
 int gsm8k_main(int argc, char** argv) {
   cxxopts::Options o("dsv4-eval gsm8k",
                      "GSM8K k-shot evaluation of a live SGLang (or OpenAI-compatible) server, "
@@ -33,7 +23,8 @@ int gsm8k_main(int argc, char** argv) {
     ("url", "server base URL (else --host and --port)", cxxopts::value<std::string>()->default_value("http://127.0.0.1:30000"))
     ("host", "server host, as bench_sglang's --host (a scheme may lead)", cxxopts::value<std::string>()->default_value("http://127.0.0.1"))
     ("port", "server port, as bench_sglang's --port", cxxopts::value<long long>()->default_value("30000"))
-    ("api-key", "bearer token for every request (default: $OPENAI_API_KEY)", cxxopts::value<std::string>())
+    ("api-key", "bearer token for the server's requests, sent to its origin only and written as *** everywhere (default: $OPENAI_API_KEY)", cxxopts::value<std::string>())
+    ("backend", "bench_sglang's --backend: srt (the server's native /generate, the same as --api sglang)", cxxopts::value<std::string>())
     ("thinking", "chat: thinking on or off through chat_template_kwargs (default: the template's)", cxxopts::value<std::string>())
     ("result-file", "append bench_sglang's JSON result line to this file", cxxopts::value<std::string>())
     ("protocol", "bench-sglang (benchmark/gsm8k) or simple-eval (SGLang's run_eval --eval-name gsm8k: the questions after the shots, sign and decimals kept; chat without stops, or with --api openai-completions its completion mode with the stops; --parallel 512 and --max-new-tokens 2048 unless given, run_eval's --num-threads and --max-tokens)", cxxopts::value<std::string>()->default_value("bench-sglang"))
@@ -66,6 +57,7 @@ int gsm8k_main(int argc, char** argv) {
     ("h,help", "print this help");
   // clang-format on
   Gsm8kConfig c;
+  register_secrets_from_args(argc, argv);
   try {
     const auto parsed = parse_options(o, argc, argv);
     if (!parsed) return kExitPass;
@@ -83,7 +75,7 @@ int gsm8k_main(int argc, char** argv) {
       return v;
     };
     c.url = base_url_from(r);
-    set_api_key(api_key_from(r.count("api-key") ? r["api-key"].as<std::string>() : ""));
+    set_api_key(api_key_from(r.count("api-key") ? r["api-key"].as<std::string>() : ""), c.url);
     if (r.count("thinking")) {
       const std::string t = r["thinking"].as<std::string>();
       if (t != "on" && t != "off")
@@ -97,6 +89,16 @@ int gsm8k_main(int argc, char** argv) {
       throw std::invalid_argument("--api '" + api +
                                   "' is not one of sglang, openai-completions, openai-chat");
     c.api = *parsed_api;
+    if (r.count("backend")) {  // bench_sglang: srt is the SGLang runtime's native API
+      const std::string backend = r["backend"].as<std::string>();
+      if (backend != "srt")
+        throw std::invalid_argument("--backend '" + backend +
+                                    "': only srt (the native /generate) is supported; "
+                                    "OpenAI-compatible servers take --api");
+      if (r.count("api") && c.api != Api::kSglang)
+        throw std::invalid_argument("--backend srt and --api " + api +
+                                    " name different APIs; give one");
+    }
     if (r.count("model")) c.model = r["model"].as<std::string>();
     if (r.count("data") && r.count("data-path"))
       throw std::invalid_argument("--data and --data-path name the same file; give one");
@@ -158,9 +160,10 @@ int gsm8k_main(int argc, char** argv) {
     c.max_failed = size_t(positive("max-failed", 0));
     c.progress_interval_s = r["progress-interval"].as<double>();
     c.flush_cache = r.count("no-flush") == 0;
-    c.command_line = join_args(argc, argv);
+    c.command_line = recorded_command_line(argc, argv);
   } catch (const std::exception& e) {  // cxxopts, gates and our own checks
-    std::fprintf(stderr, "dsv4-eval gsm8k: %s\n(see dsv4-eval gsm8k --help)\n", e.what());
+    std::fprintf(stderr, "dsv4-eval gsm8k: %s\n(see dsv4-eval gsm8k --help)\n",
+                 redact(e.what()).c_str());
     return kExitUsage;
   }
   return run_gsm8k(c);

@@ -41,7 +41,7 @@ int run(int argc, char** argv) {
     ("group-by", "label keys that make a configuration (one row each), comma separated",
      cxxopts::value<std::string>()->default_value(""))
     ("baseline", "the baseline row of each group, e.g. spec=off", cxxopts::value<std::string>()->default_value(""))
-    ("columns", "columns (default accuracy,accept_length,ttt,ttft,tpot)",
+    ("columns", "columns, comma separated (default: accuracy, accept_length, then accept_length_mean, accept_length_min and accept_length_rank<i> where a run reports them, then ttt, ttft, tpot)",
      cxxopts::value<std::string>()->default_value(""))
     ("previous", "folder of the previous night's reports", cxxopts::value<std::string>()->default_value(""))
     ("max-drop", "regression limit as a fraction, for every column (0.05) or one (tpot=0.05); "
@@ -72,8 +72,8 @@ int run(int argc, char** argv) {
     opts.group_by = split_list(a["group-by"].as<std::string>());
     if (const auto b = a["baseline"].as<std::string>(); !b.empty())
       opts.baseline = parse_pairs(b, "--baseline");
-    if (const auto c = a["columns"].as<std::string>(); !c.empty())
-      opts.columns = columns_by_keys(split_list(c));
+    const std::string columns = a["columns"].as<std::string>();
+    if (!columns.empty()) opts.columns = columns_by_keys(split_list(columns));
     DropLimits limits;
     for (const auto& d : a["max-drop"].as<std::vector<std::string>>())
       if (!d.empty()) parse_max_drop(d, limits);
@@ -85,6 +85,7 @@ int run(int argc, char** argv) {
     RenderInput in;
     const auto runs = collect_runs(a["runs"].as<std::vector<std::string>>(), &in.warnings);
     if (runs.empty()) throw ReportError("no run report found in the given paths");
+    if (columns.empty()) opts.columns = default_columns(runs);  // the accept-length figures too
     Comparison cmp = build_comparison(runs, opts);
     if (!previous.empty()) {
       if (!fs::is_directory(previous))

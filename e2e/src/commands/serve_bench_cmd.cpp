@@ -23,24 +23,20 @@ const char* kEpilogue =
     "build) and the cache flush after the warmup (bench_serving: off) so the accept length read\n"
     "after the run covers exactly the timed requests (--no-flush turns it off).\n"
     "Prompts: as bench_serving, text by default: the drawn ids are shortened by the tokenizer's\n"
-    "special tokens (the length of the server's /v1/tokenize of \"\" with special tokens: its\n"
-    "num_special_tokens_to_add) and decoded by the server's POST /v1/detokenize (special tokens\n"
-    "kept, as transformers' decode); the server re-tokenises the text, so the tokens it prefills\n"
-    "can differ from the ids drawn (a decoded id sequence need not encode back to itself).\n"
+    "special tokens (its num_special_tokens_to_add) and decoded, special tokens kept (as\n"
+    "transformers' decode). With --tokenizer (a byte-level BPE tokenizer.json) both happen here,\n"
+    "as bench_serving decodes with the user's tokenizer, and no server endpoint is needed;\n"
+    "without it (or with --server-tokenizer) the server's /v1/tokenize of \"\" counts the special\n"
+    "tokens and its POST /v1/detokenize decodes. The server re-tokenises the text, so the tokens\n"
+    "it prefills can differ from the ids drawn (a decoded id sequence need not encode back).\n"
     "--tokenize-prompt sends the drawn ids as input_ids, exactly the drawn lengths. Input tokens\n"
     "counted are bench_serving's prompt_len (the ids decoded or sent); requests whose\n"
     "meta_info.prompt_tokens differs from it (plus the special tokens for text) are counted in\n"
-    "prompt_len_mismatches. --dataset-name random encodes the ShareGPT text with the server's\n"
-    "/v1/tokenize (special tokens included, as transformers' encode) before repeating or cutting\n"
-    "it. Output tokens are meta_info.completion_tokens.\n"
+    "prompt_len_mismatches. --dataset-name random encodes the ShareGPT text (special tokens\n"
+    "included, as transformers' encode) with --tokenizer, else with the server's /v1/tokenize,\n"
+    "before repeating or cutting it. Output tokens are meta_info.completion_tokens.\n"
     "Exit codes: 0 pass, 1 a gate failed, 2 bad usage or config, 3 could not run (server\n"
     "unreachable or refusing the API key, warmup failed, more than --max-failed failures).\n";
-
-std::string command_line(int argc, char** argv) {
-  std::string s = "dsv4-eval";
-  for (int i = 0; i < argc; ++i) s += std::string(" ") + argv[i];
-  return s;
-}
 
 int run(int argc, char** argv) {
   cxxopts::Options o("dsv4-eval serve-bench",
@@ -54,12 +50,13 @@ int run(int argc, char** argv) {
     ("host", "server host", cxxopts::value<std::string>()->default_value("127.0.0.1"))
     ("port", "server port", cxxopts::value<long long>()->default_value("30000"))
     ("backend", "sglang or sglang-native (both POST /generate)", cxxopts::value<std::string>()->default_value("sglang"))
-    ("api-key", "bearer token for every request (default: $OPENAI_API_KEY)", cxxopts::value<std::string>())
+    ("api-key", "bearer token for the server's requests, sent to its origin only and written as *** everywhere (default: $OPENAI_API_KEY)", cxxopts::value<std::string>())
     ("dataset-name", "random-ids or random (bench_serving's), or uniform-ids (ids uniform in [0, vocab))", cxxopts::value<std::string>()->default_value("random-ids"))
     ("dataset-path", "ShareGPT JSON for --dataset-name random (random-ids and uniform-ids read no file)", cxxopts::value<std::string>())
-    ("tokenizer", "tokenizer.json, or a model folder holding one: the vocabulary size", cxxopts::value<std::string>())
+    ("tokenizer", "tokenizer.json, or a model folder holding one: the vocabulary size, and (byte-level BPE) the decoder of text prompts", cxxopts::value<std::string>())
+    ("server-tokenizer", "decode text prompts with the server's /v1/tokenize and /v1/detokenize even when --tokenizer is given")
     ("vocab-size", "the vocabulary size, instead of --tokenizer", cxxopts::value<long long>())
-    ("tokenize-prompt", "send the drawn ids as input_ids (default: text decoded by the server's /v1/detokenize)")
+    ("tokenize-prompt", "send the drawn ids as input_ids (default: text decoded by --tokenizer, else by the server's /v1/detokenize)")
     ("model", "accepted for bench_serving's command lines (/generate takes no model)", cxxopts::value<std::string>())
     ("random-input-len", "input length L: lengths in [max(int(L*ratio), 1), L]", cxxopts::value<long long>()->default_value("1024"))
     ("random-output-len", "output length L (max_new_tokens, ignore_eos)", cxxopts::value<long long>()->default_value("1024"))
@@ -73,6 +70,9 @@ int run(int argc, char** argv) {
     ("disable-tqdm", "no progress lines on stderr (the same as --no-progress)")
     ("timeout", "per-request timeout in seconds", cxxopts::value<double>()->default_value("21600"))
     ("no-flush", "do not POST /flush_cache after the warmup")
+    ("flush-cache", "POST /flush_cache after the warmup, before the timed requests (bench_serving's flag; this program's default)")
+    ("profile", "POST /start_profile before the timed requests and /stop_profile after them (bench_serving's --profile)")
+    ("profile-num-steps", "with --profile: the profiler's num_steps (the server stops it by itself)", cxxopts::value<long long>())
     ("max-failed", "failed requests allowed before the run counts as not run (exit 3)", cxxopts::value<long long>()->default_value("0"))
     ("gate", "gate 'metric op value', e.g. 'mean_tpot_ms<50' (repeatable)", cxxopts::value<std::vector<std::string>>())
     ("label", "configuration label key=value for dsv4-eval report (repeatable)", cxxopts::value<std::vector<std::string>>())
@@ -85,6 +85,7 @@ int run(int argc, char** argv) {
   ServeBenchJob job;
   BenchOptions& b = job.bench;
   WorkloadSpec& w = b.workload;
+  register_secrets_from_args(argc, argv);
   try {
     const auto parsed = parse_options(o, argc, argv, kEpilogue);
     if (!parsed) return kExitPass;
@@ -98,9 +99,15 @@ int run(int argc, char** argv) {
     if (backend != "sglang" && backend != "sglang-native")
       throw std::invalid_argument("--backend '" + backend +
                                   "': only sglang and sglang-native (/generate) are supported");
+    if (r.count("base-url") && (r.count("url") || r.count("host") || r.count("port")))
+      throw std::invalid_argument(std::string("--base-url and --") +
+                                  (r.count("url")    ? "url"
+                                   : r.count("host") ? "host"
+                                                     : "port") +
+                                  " both name the server; give one");
     b.url = r.count("base-url") ? normalize_base_url(r["base-url"].as<std::string>())
                                 : base_url_from(r);
-    set_api_key(api_key_from(r.count("api-key") ? r["api-key"].as<std::string>() : ""));
+    set_api_key(api_key_from(r.count("api-key") ? r["api-key"].as<std::string>() : ""), b.url);
     w.dataset = r["dataset-name"].as<std::string>();
     if (w.dataset != "random-ids" && w.dataset != "uniform-ids" && w.dataset != "random")
       throw std::invalid_argument("--dataset-name '" + w.dataset +
@@ -148,7 +155,19 @@ int run(int argc, char** argv) {
     if (!(b.request_timeout_s > 0))
       throw std::invalid_argument("--timeout " + std::to_string(b.request_timeout_s) +
                                   " must be > 0");
+    if (r.count("tokenizer")) b.tokenizer_path = r["tokenizer"].as<std::string>();
+    b.server_tokenizer = r.count("server-tokenizer") > 0;
+    if (r.count("no-flush") && r.count("flush-cache"))
+      throw std::invalid_argument("--flush-cache and --no-flush contradict each other; give one");
     b.flush_cache = !r.count("no-flush");
+    b.profile = r.count("profile") > 0;
+    if (r.count("profile-num-steps")) {
+      if (!b.profile) throw std::invalid_argument("--profile-num-steps needs --profile");
+      const long long n = r["profile-num-steps"].as<long long>();
+      if (n < 1)
+        throw std::invalid_argument("--profile-num-steps " + std::to_string(n) + " must be >= 1");
+      b.profile_num_steps = n;
+    }
     b.tokenize_prompt = r.count("tokenize-prompt") > 0;
     b.progress = !r.count("no-progress") && !r.count("disable-tqdm");
     job.max_failed = r["max-failed"].as<long long>();
@@ -164,15 +183,15 @@ int run(int argc, char** argv) {
     job.out_dir = r["out"].as<std::string>();
     job.details = r.count("details") > 0;
     if (r.count("output-file")) job.output_file = r["output-file"].as<std::string>();
-    job.command_line = command_line(argc, argv);
+    job.command_line = recorded_command_line(argc, argv);
   } catch (const std::exception& e) {  // cxxopts, GateError and bad values
-    std::fprintf(stderr, "dsv4-eval serve-bench: %s\n", e.what());
+    std::fprintf(stderr, "dsv4-eval serve-bench: %s\n", redact(e.what()).c_str());
     return kExitUsage;
   }
   try {
     return report_serve_bench(job, run_serve_bench(b));
   } catch (const BenchError& e) {
-    std::fprintf(stderr, "dsv4-eval serve-bench: %s\n", e.what());
+    std::fprintf(stderr, "dsv4-eval serve-bench: %s\n", redact(e.what()).c_str());
     if (e.exit_code != kExitCouldNotRun) return e.exit_code;
     return report_serve_bench_error(job, e.what());
   }

@@ -8,6 +8,7 @@
 
 #include "commands/command.hpp"
 #include "http/http_client.hpp"
+#include "http/process_setup.hpp"
 #include "http/server_api.hpp"
 
 namespace dsv4::eval {
@@ -16,12 +17,14 @@ namespace {
 int wait_ready_main(int argc, char** argv) {
   cxxopts::Options o("dsv4-eval wait-ready",
                      "Waits until a server answers its readiness endpoint with 200.\n"
-                     "Exit: 0 ready, 2 bad usage, 3 not ready within --timeout.");
+                     "Exit: 0 ready, 2 bad usage, 3 not ready within --timeout or the API key "
+                     "refused (401/403, at once).");
   // clang-format off
   o.add_options()
     ("url", "server base URL", cxxopts::value<std::string>()->default_value("http://127.0.0.1:30000"))
     ("api", "sglang (GET /health_generate) | openai-completions | openai-chat (GET /v1/models)", cxxopts::value<std::string>()->default_value("sglang"))
     ("path", "poll this path instead", cxxopts::value<std::string>())
+    ("api-key", "bearer token for the server's requests, sent to its origin only (default: $OPENAI_API_KEY)", cxxopts::value<std::string>())
     ("timeout", "seconds to wait in all", cxxopts::value<double>()->default_value("3000"))
     ("interval", "seconds between polls", cxxopts::value<double>()->default_value("2"))
     ("request-timeout", "seconds one poll may take", cxxopts::value<double>()->default_value("60"))
@@ -31,11 +34,13 @@ int wait_ready_main(int argc, char** argv) {
   std::string url, path;
   double timeout = 0, interval = 0, request_timeout = 0;
   bool quiet = false;
+  register_secrets_from_args(argc, argv);
   try {
     const auto parsed = parse_options(o, argc, argv);
     if (!parsed) return kExitPass;
     const auto& r = *parsed;
     url = normalize_base_url(r["url"].as<std::string>());
+    set_api_key(api_key_from(r.count("api-key") ? r["api-key"].as<std::string>() : ""), url);
     const auto api = parse_api(r["api"].as<std::string>());
     if (!api)
       throw std::invalid_argument("--api '" + r["api"].as<std::string>() +
@@ -51,7 +56,7 @@ int wait_ready_main(int argc, char** argv) {
     if (!(request_timeout > 0)) throw std::invalid_argument("--request-timeout must be > 0");
     quiet = r.count("quiet") > 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dsv4-eval wait-ready: %s\n", e.what());
+    std::fprintf(stderr, "dsv4-eval wait-ready: %s\n", redact(e.what()).c_str());
     return kExitUsage;
   }
   const double t0 = monotonic_seconds();
@@ -71,6 +76,13 @@ int wait_ready_main(int argc, char** argv) {
       std::fprintf(stderr, "dsv4-eval wait-ready: %s%s ready after %.1f s (%d polls)\n",
                    url.c_str(), path.c_str(), now - t0, poll);
       return kExitPass;
+    }
+    // A refused key does not become right by waiting (SGLang checks it on every endpoint but
+    // /health*): "could not run" at once, naming the key.
+    if (auto refusal = api_key_refusal(res); !refusal.empty()) {
+      std::fprintf(stderr, "dsv4-eval wait-ready: %s%s: %s\n", url.c_str(), path.c_str(),
+                   refusal.c_str());
+      return kExitCouldNotRun;
     }
     last = res.error_message;
     if (!quiet && now - last_note >= 30) {

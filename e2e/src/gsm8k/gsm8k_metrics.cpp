@@ -70,6 +70,7 @@ Gsm8kSummary summarize_gsm8k(const std::vector<gsm8k::Record>& questions,
       ++s.invalid;
     else
       ++s.wrong;
+    if (r.value("finish_reason", "").rfind("length", 0) == 0) ++s.truncated;
     if (auto v = num(r, "latency_s")) latency.push_back(*v);
     if (auto v = num(r, "completion_tokens")) tokens.push_back(*v);
     if (auto v = num(r, "accept_length")) {
@@ -86,6 +87,7 @@ Gsm8kSummary summarize_gsm8k(const std::vector<gsm8k::Record>& questions,
   put("accuracy", n ? double(s.correct) / double(n) : 0);
   put("invalid", n ? double(s.invalid) / double(n) : 0);
   put("failed", double(s.unanswered));
+  put("truncated", double(s.truncated));
   put("resumed", double(inv.resumed));
   put("requests_sent", double(inv.requests));
   put("retries", double(inv.retries));
@@ -200,6 +202,9 @@ void fill_gsm8k_report(RunReport& report, const Gsm8kSummary& s, const Invocatio
       {"accuracy", "", "correct answers / questions"},
       {"invalid", "", "answers without a number / questions"},
       {"failed", "", "questions without an answer (requests failed after retries)"},
+      {"truncated", "",
+       "answers cut by the token budget (finish_reason length; a reasoning model that spent "
+       "--max-new-tokens on reasoning_content)"},
       {"questions", "", "questions asked"},
       {"latency", "s", "wall time of this invocation's requests"},
       {"output_throughput", "tok/s", "completion tokens of this invocation / latency"},

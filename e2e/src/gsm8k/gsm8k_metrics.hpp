@@ -43,6 +43,7 @@ struct Gsm8kSummary {
   std::vector<ReportMetric> report_metrics;
   std::vector<ReportTable> tables;
   size_t correct = 0, wrong = 0, invalid = 0, unanswered = 0;
+  size_t truncated = 0;     // answers whose finish_reason is length (the token budget ran out)
   std::string accept_note;  // DP ranks left out of the accept-length figures, or ""
 };
 

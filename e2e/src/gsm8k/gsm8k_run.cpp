@@ -34,6 +34,7 @@ const std::vector<std::string>& gsm8k_metric_names() {
     std::vector<std::string> v = {"accuracy",
                                   "invalid",
                                   "failed",
+                                  "truncated",
                                   "questions",
                                   "latency",
                                   "output_throughput",
@@ -158,7 +159,7 @@ class Gsm8kRun {
       std::fprintf(stderr, "dsv4-eval gsm8k: %s\n", werr.c_str());
       if (code == kExitPass || code == kExitGateFailed) code = kExitCouldNotRun;
     }
-    if (!error.empty()) std::fprintf(stderr, "dsv4-eval gsm8k: %s\n", error.c_str());
+    if (!error.empty()) std::fprintf(stderr, "dsv4-eval gsm8k: %s\n", redact(error).c_str());
     std::fprintf(stderr, "dsv4-eval gsm8k: %s (exit %d); reports in %s\n", status.c_str(), code,
                  c_.out_dir.c_str());
     return code;
@@ -207,7 +208,7 @@ class Gsm8kRun {
         hashes_.push_back(sha256_hex(prompts_.back()).substr(0, 16));
       }
     } catch (const UsageError& e) {
-      std::fprintf(stderr, "dsv4-eval gsm8k: %s\n", e.what());
+      std::fprintf(stderr, "dsv4-eval gsm8k: %s\n", redact(e.what()).c_str());
       return kExitUsage;
     } catch (const gsm8k::DataError& e) {
       std::fprintf(stderr, "dsv4-eval gsm8k: bad data: %s\n", e.what());
@@ -520,6 +521,18 @@ class Gsm8kRun {
         if (s.missing.count(name)) s.missing[name] = accept_note_;
     fill_gsm8k_report(report_, s, inv_, accept_note_);
     if (aborted_) return finish(kExitCouldNotRun, "ERROR", abort_reason_);
+    if (s.truncated > 0) {
+      const size_t answered = s.correct + s.wrong + s.invalid;
+      std::string note = std::to_string(s.truncated) + " of " + std::to_string(answered) +
+                         " answers were cut by the token budget (finish_reason length)";
+      if (2 * s.truncated > answered) {
+        note = "most answers were cut by the token budget: " + note + "; raise --max-new-tokens (" +
+               std::to_string(c_.max_new_tokens) +
+               " now): a reasoning model spends it on reasoning_content before it answers";
+        std::fprintf(stderr, "dsv4-eval gsm8k: warning: %s\n", note.c_str());
+      }
+      report_.notes.push_back(note);
+    }
     if (failed_now_ > 0)
       report_.notes.push_back(std::to_string(failed_now_) +
                               " request(s) failed after retries and count as wrong answers, "

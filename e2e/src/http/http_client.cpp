@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 #include <algorithm>
@@ -133,6 +134,27 @@ struct HttpClient::Impl {
     Impl* self = nullptr;
     curl_easy_getinfo(t->easy, CURLINFO_PRIVATE, &self);
     return self->parse_sse(t) ? len : 0;
+  }
+
+  // libcurl's trace (HttpClientOptions::verbose) on stderr: text and headers only, an
+  // Authorization header's value and every registered secret written as ***.
+  static int on_debug(CURL*, curl_infotype type, char* data, size_t size, void*) {
+    if (type != CURLINFO_TEXT && type != CURLINFO_HEADER_IN && type != CURLINFO_HEADER_OUT)
+      return 0;
+    std::string text(data, size), out;
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t nl = text.find('\n', pos);
+      if (nl == std::string::npos) nl = text.size() - 1;
+      std::string line = text.substr(pos, nl + 1 - pos);
+      if (strncasecmp(line.c_str(), "authorization:", 14) == 0)
+        line = line.substr(0, 14) + " ***" + (line.back() == '\n' ? "\n" : "");
+      out += line;
+      pos = nl + 1;
+    }
+    const char* tag = type == CURLINFO_HEADER_OUT ? "> " : type == CURLINFO_HEADER_IN ? "< " : "* ";
+    std::fprintf(stderr, "%s%s", tag, redact(out).c_str());
+    return 0;
   }
 
   static size_t on_header(char* p, size_t size, size_t n, void* ud) {
@@ -274,7 +296,11 @@ struct HttpClient::Impl {
     } else {
       curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r.method.c_str());
     }
-    if (opt.verbose) curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
+    curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);  // a redirect is an answer, never followed
+    if (opt.verbose) {
+      curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
+      curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, &Impl::on_debug);
+    }
     easy_to_transfer[e] = t;
     curl_multi_add_handle(multi, e);
     ++n_running;
@@ -291,9 +317,11 @@ struct HttpClient::Impl {
     --n_running;
   }
 
+  // Error messages carry the URL, the attempt and the cause (a body snippet, curl's text): any
+  // registered secret in them is written as ***.
   std::string describe(const Transfer* t, const std::string& cause) const {
-    return t->req.method + " " + t->req.url + " attempt " + std::to_string(t->res.attempts) + "/" +
-           std::to_string(t->req.max_attempts) + ": " + cause;
+    return redact(t->req.method + " " + t->req.url + " attempt " + std::to_string(t->res.attempts) +
+                  "/" + std::to_string(t->req.max_attempts) + ": " + cause);
   }
 
   void classify(Transfer* t, CURLcode rc) {
@@ -515,7 +543,7 @@ uint64_t HttpClient::submit(HttpRequest request) {
   if (t->req.method == "POST" && !has_type)
     t->headers = curl_slist_append(t->headers, "Content-Type: application/json");
   t->headers = curl_slist_append(t->headers, "Expect:");
-  if (!has_auth && !api_key().empty())
+  if (!has_auth && api_key_goes_to(t->req.url))
     t->headers = curl_slist_append(t->headers, ("Authorization: Bearer " + api_key()).c_str());
   if (t->req.sse) t->headers = curl_slist_append(t->headers, "Accept: text/event-stream");
   Transfer* raw = t.get();

@@ -271,8 +271,10 @@ std::string parse_server_info(std::string_view body, AcceptInfo& out) {
   if (!j.contains("internal_states") || !j["internal_states"].is_array())
     return "server info has no 'internal_states' list";
   for (const auto& s : j["internal_states"]) {
+    // A rank reporting 0.0 (or less) ran no speculative forward step since the flush, as one
+    // without the key: it is skipped, never averaged in as 0.
     if (s.is_object() && s.contains("avg_spec_accept_length") &&
-        s["avg_spec_accept_length"].is_number())
+        s["avg_spec_accept_length"].is_number() && s["avg_spec_accept_length"].get<double>() > 0)
       out.per_rank.push_back(s["avg_spec_accept_length"].get<double>());
     else
       out.per_rank.push_back(std::nullopt);

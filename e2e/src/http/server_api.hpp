@@ -74,9 +74,11 @@ class StreamAccumulator {
 // {"prefill": [...], "decode": [info, ...]}: the first decode server's info is read, as
 // bench_serving does.
 struct AcceptInfo {
-  std::vector<std::optional<double>> per_rank;  // one per internal_states entry
-  std::optional<bool> incremental_streaming;    // server arg incremental_streaming_output
-  size_t decode_servers = 0;                    // > 0: a router's body
+  // One per internal_states entry; empty where the rank has no avg_spec_accept_length or
+  // reports 0.0 (no speculative forward step since the flush).
+  std::vector<std::optional<double>> per_rank;
+  std::optional<bool> incremental_streaming;  // server arg incremental_streaming_output
+  size_t decode_servers = 0;                  // > 0: a router's body
   bool any() const;
 };
 // Returns "" or why the body cannot be read (not JSON, no internal_states list).

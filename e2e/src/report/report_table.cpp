@@ -83,6 +83,22 @@ std::vector<Column> default_columns() {
   return columns_by_keys({"accuracy", "accept_length", "ttt", "ttft", "tpot"});
 }
 
+std::vector<Column> default_columns(const std::vector<RunRecord>& runs) {
+  std::vector<std::string> keys = {"accuracy", "accept_length"};
+  auto reported = [&](const std::string& metric) {
+    for (const auto& r : runs)
+      if (r.metrics.count(metric)) return true;
+    return false;
+  };
+  for (const char* k : {"accept_length_mean", "accept_length_min"})
+    if (reported(k)) keys.push_back(k);
+  for (int rank = 0; rank < 8; ++rank)
+    if (reported("accept_length_rank" + std::to_string(rank)))
+      keys.push_back("accept_length_rank" + std::to_string(rank));
+  for (const char* k : {"ttt", "ttft", "tpot"}) keys.push_back(k);
+  return columns_by_keys(keys);
+}
+
 std::vector<std::pair<std::string, std::string>> parse_pairs(const std::string& text,
                                                              const std::string& flag) {
   std::vector<std::pair<std::string, std::string>> out;

@@ -36,6 +36,9 @@ struct Column {
 const std::vector<Column>& column_catalogue();
 // The default table: accuracy, accept_length, ttt, ttft, tpot.
 std::vector<Column> default_columns();
+// The default table for these runs: accuracy, accept_length, then accept_length_mean,
+// accept_length_min and accept_length_rank<i> wherever a run reports them, then ttt, ttft, tpot.
+std::vector<Column> default_columns(const std::vector<RunRecord>& runs);
 // Columns by key; throws ReportError naming an unknown key and the known ones.
 std::vector<Column> columns_by_keys(const std::vector<std::string>& keys);
 

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include "http/process_setup.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -23,7 +25,8 @@ std::string JsonlWriter::open(const std::string& path, bool append) {
 
 bool JsonlWriter::write(const nlohmann::json& record) {
   if (!f_) return false;
-  std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string line =
+      redact(redact_json(record).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   line.push_back('\n');
   if (std::fwrite(line.data(), 1, line.size(), f_) != line.size()) return false;
   return std::fflush(f_) == 0;

@@ -26,7 +26,8 @@ class JsonlWriter {
   JsonlWriter& operator=(const JsonlWriter&) = delete;
   // Opens `path` for appending (append = true) or truncates it; returns "" or an error.
   std::string open(const std::string& path, bool append);
-  // Writes one line and flushes it to the kernel (it survives a kill of this process).
+  // Writes one line (every registered secret written as ***) and flushes it to the kernel (it
+  // survives a kill of this process).
   bool write(const nlohmann::json& record);
   void close();
   const std::string& path() const { return path_; }

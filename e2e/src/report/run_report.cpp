@@ -2,6 +2,7 @@
 #include "report/run_report.hpp"
 
 #include "common/markdown.hpp"
+#include "http/process_setup.hpp"
 
 #include <unistd.h>
 
@@ -188,18 +189,44 @@ std::string report_to_junit(const RunReport& r) {
   return o.str();
 }
 
-bool write_reports(const RunReport& r, const std::filesystem::path& dir, std::string* error) {
+RunReport redact_report(RunReport r) {
+  r.suite = redact(r.suite);
+  r.title = redact(r.title);
+  for (auto& [k, v] : r.context) k = redact(k), v = redact(v);
+  for (auto& m : r.metrics) m.description = redact(m.description), m.note = redact(m.note);
+  for (auto& g : r.gates) g.detail = redact(g.detail), g.gate.text = redact(g.gate.text);
+  for (auto& t : r.tables) {
+    t.title = redact(t.title);
+    for (auto& c : t.columns) c = redact(c);
+    for (auto& row : t.rows)
+      for (auto& c : row) c = redact(c);
+  }
+  for (auto& n : r.notes) n = redact(n);
+  r.extra = redact_json(std::move(r.extra));
+  r.error = redact(r.error);
+  r.status = redact(r.status);
+  return r;
+}
+
+bool write_reports(const RunReport& report, const std::filesystem::path& dir, std::string* error) {
+  const RunReport r = redact_report(report);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
     if (error) *error = "cannot create directory " + dir.string() + ": " + ec.message();
     return false;
   }
-  const std::string md = report_to_markdown(r);
-  if (!write_file_atomic(dir / "report.json", report_to_json(r).dump(2) + "\n", error))
+  // Each rendering is redacted once more: a secret split by escaping in one field is not in the
+  // fields, and one whole in the rendered text is cut there.
+  const std::string md = redact(report_to_markdown(r));
+  if (!write_file_atomic(
+          dir / "report.json",
+          redact(report_to_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace)) +
+              "\n",
+          error))
     return false;
   if (!write_file_atomic(dir / "report.md", md, error)) return false;
-  if (!write_file_atomic(dir / "junit.xml", report_to_junit(r), error)) return false;
+  if (!write_file_atomic(dir / "junit.xml", redact(report_to_junit(r)), error)) return false;
   return append_step_summary(md, error);
 }
 

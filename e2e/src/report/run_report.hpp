@@ -60,8 +60,12 @@ std::string report_to_junit(const RunReport& r);
 // Escapes text for XML attributes and character data.
 std::string xml_escape(const std::string& s);
 
+// `r` with every registered secret (the API key) written as *** in each of its texts.
+RunReport redact_report(RunReport r);
+
 // Writes dir/report.json, dir/report.md and dir/junit.xml (creating dir), and appends the Markdown
-// to the file named by $GITHUB_STEP_SUMMARY when that variable is set and not empty.
+// to the file named by $GITHUB_STEP_SUMMARY when that variable is set and not empty. Every text
+// is redacted first (redact_report): no file holds the API key.
 bool write_reports(const RunReport& r, const std::filesystem::path& dir, std::string* error);
 
 }  // namespace dsv4::eval

@@ -42,6 +42,8 @@ RequestTiming StreamTimer::finish(double start_s, const std::string& error) cons
   r.latency_s = any_line_ ? last_line_t_ - start_s : 0.0;
   r.itl_s = itl_;
   r.error = error;
+  r.aborted = aborted_;
+  if (r.error.empty() && aborted_) r.error = "the server aborted the request (HTTP 200)";
   if (r.error.empty() && output_len_ == 0) r.error = "the stream carried no generated token";
   r.success = r.error.empty();
   return r;
@@ -113,6 +115,7 @@ ServingMetrics compute_metrics(const std::vector<RequestTiming>& rs, double dura
   for (const auto& r : rs) {
     if (!r.success) {
       ++m.failed;
+      if (r.aborted) ++m.aborted;
       continue;
     }
     ++m.completed;
@@ -182,6 +185,8 @@ Block build_block(const ServingMetrics& m, const BenchContext& ctx) {
   b.text("Max request concurrency:",
          ctx.max_concurrency ? std::to_string(*ctx.max_concurrency) : "not set");
   b.integer("Successful requests:", m.completed);
+  if (m.failed > 0) b.integer("Failed requests:", m.failed);
+  if (m.aborted > 0) b.integer("Aborted requests (HTTP 200):", m.aborted);
   b.num("Benchmark duration (s):", m.duration_s);
   b.integer("Total input tokens:", m.total_input);
   b.integer("Total generated tokens:", m.total_output);
@@ -197,18 +202,24 @@ Block build_block(const ServingMetrics& m, const BenchContext& ctx) {
   b.num("Mean E2E Latency (ms):", m.e2e_ms.mean);
   b.num("Median E2E Latency (ms):", m.e2e_ms.median);
   b.num("P90 E2E Latency (ms):", m.e2e_ms.p90);
+  b.num("P95 E2E Latency (ms):", m.e2e_ms.p95);
   b.num("P99 E2E Latency (ms):", m.e2e_ms.p99);
   b.rule("Time to First Token", '-');
   b.num("Mean TTFT (ms):", m.ttft_ms.mean);
   b.num("Median TTFT (ms):", m.ttft_ms.median);
+  b.num("P90 TTFT (ms):", m.ttft_ms.p90);
+  b.num("P95 TTFT (ms):", m.ttft_ms.p95);
   b.num("P99 TTFT (ms):", m.ttft_ms.p99);
   b.rule("Time per Output Token (excl. 1st token)", '-');
   b.num("Mean TPOT (ms):", m.tpot_ms.mean);
   b.num("Median TPOT (ms):", m.tpot_ms.median);
+  b.num("P90 TPOT (ms):", m.tpot_ms.p90);
+  b.num("P95 TPOT (ms):", m.tpot_ms.p95);
   b.num("P99 TPOT (ms):", m.tpot_ms.p99);
   b.rule("Inter-Token Latency", '-');
   b.num("Mean ITL (ms):", m.itl_ms.mean);
   b.num("Median ITL (ms):", m.itl_ms.median);
+  b.num("P90 ITL (ms):", m.itl_ms.p90);
   b.num("P95 ITL (ms):", m.itl_ms.p95);
   b.num("P99 ITL (ms):", m.itl_ms.p99);
   b.num("Max ITL (ms):", m.itl_ms.max);
@@ -232,6 +243,7 @@ nlohmann::json metrics_to_json(const ServingMetrics& m) {
       {"duration", m.duration_s},
       {"completed", m.completed},
       {"failed", m.failed},
+      {"aborted", m.aborted},
       {"total_input_tokens", m.total_input},
       {"total_output_tokens", m.total_output},
       {"request_throughput", m.request_throughput},

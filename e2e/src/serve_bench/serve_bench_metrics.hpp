@@ -37,6 +37,7 @@ namespace dsv4::eval::serve {
 // are relative to start_s.
 struct RequestTiming {
   bool success = false;
+  bool aborted = false;            // the server ended it with an HTTP-200 abort (a failure)
   int64_t prompt_len = 0;          // input tokens sent
   int64_t output_len = 0;          // last cumulative completion_tokens seen
   int64_t first_chunk_tokens = 0;  // tokens carried by the first token chunk
@@ -55,6 +56,9 @@ class StreamTimer {
   void on_tokens(double t, int64_t completion_tokens);
   // Any non-empty stream line (data or [DONE]) received at `t`: moves the E2E end.
   void on_line(double t);
+  // The server aborted the request (HTTP 200, finish_reason abort): finish() reports a failure
+  // marked aborted.
+  void on_abort() { aborted_ = true; }
   // Forgets everything received (a new attempt of the request starts over).
   void reset();
   // Completes the timing of a request sent at `start_s`: success when at least one token arrived
@@ -70,6 +74,7 @@ class StreamTimer {
   double last_token_t_ = 0;
   double last_line_t_ = 0;
   bool any_line_ = false;
+  bool aborted_ = false;
   std::vector<double> itl_;
 };
 
@@ -82,7 +87,8 @@ Summary summarize(std::vector<double> values);
 
 struct ServingMetrics {
   int64_t completed = 0;
-  int64_t failed = 0;
+  int64_t failed = 0;   // every request that did not succeed, aborted ones included
+  int64_t aborted = 0;  // HTTP-200 aborts (finish_reason abort): failed, never successes
   int64_t total_input = 0;
   int64_t total_output = 0;
   double duration_s = 0;
@@ -108,9 +114,10 @@ struct BenchContext {
 };
 
 // The "Serving Benchmark Result" block in bench_serving's layout (40-column labels, 10-column
-// values, 50-character rules, Mean/Median/P90/P99 E2E, Mean/Median/P99 TTFT and TPOT,
-// Mean/Median/P95/P99/Max ITL), ending with a newline. bench_serving's retokenized-output and
-// input-text-token rows are left out: dsv4-eval has no tokenizer to count them with.
+// values, 50-character rules; Mean, Median, P90, P95 and P99 of E2E, TTFT, TPOT and ITL, and Max
+// ITL), ending with a newline. Failed and aborted requests get a row each when there are any.
+// bench_serving's retokenized-output and input-text-token rows are left out: dsv4-eval does not
+// re-encode the outputs.
 std::string format_result_block(const ServingMetrics& m, const BenchContext& ctx);
 // The block's label/value rows (rules left out), for report tables built from the metrics.
 std::vector<std::pair<std::string, std::string>> result_block_rows(const ServingMetrics& m,

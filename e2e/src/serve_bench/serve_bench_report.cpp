@@ -7,6 +7,7 @@
 
 #include "common/clock.hpp"
 #include "common/exit_codes.hpp"
+#include "http/process_setup.hpp"
 #include "report/accept_length.hpp"
 #include "report/results_log.hpp"
 #include "report/run_report.hpp"
@@ -25,6 +26,7 @@ const std::vector<MetricSpec>& metric_specs() {
   static const std::vector<MetricSpec> m = [] {
     std::vector<MetricSpec> v = {{"completed", ""},
                                  {"failed", ""},
+                                 {"aborted", ""},
                                  {"short_outputs", ""},
                                  {"prompt_len_mismatches", ""},
                                  {"duration", "s"},
@@ -86,16 +88,16 @@ void write_details(const std::string& out_dir, const BenchOutcome& res) {
   std::ofstream f(std::filesystem::path(out_dir) / "requests.jsonl");
   for (size_t i = 0; i < res.timings.size(); ++i) {
     const auto& t = res.timings[i];
-    f << json{{"index", i},
-              {"input_len", t.prompt_len},
-              {"requested_output", res.requested_output[i]},
-              {"output_len", t.output_len},
-              {"success", t.success},
-              {"ttft_s", t.ttft_s},
-              {"latency_s", t.latency_s},
-              {"itl_s", t.itl_s},
-              {"error", t.error}}
-             .dump()
+    f << redact_json(json{{"index", i},
+                          {"input_len", t.prompt_len},
+                          {"requested_output", res.requested_output[i]},
+                          {"output_len", t.output_len},
+                          {"success", t.success},
+                          {"ttft_s", t.ttft_s},
+                          {"latency_s", t.latency_s},
+                          {"itl_s", t.itl_s},
+                          {"error", t.error}})
+             .dump(-1, ' ', false, json::error_handler_t::replace)
       << "\n";
   }
 }
@@ -125,7 +127,8 @@ json bench_serving_record(const ServeBenchJob& job, const BenchOutcome& res) {
             {"server_info", res.server_info.is_null() ? json(nullptr) : res.server_info},
             {"accept_length",
              res.context.accept_length ? json(*res.context.accept_length) : json(nullptr)}};
-  const json all = metrics_to_json(m);  // bench_serving's result keys, from the same metrics
+  // bench_serving's result keys, from the same metrics (and the P90/P95 of every latency)
+  const json all = metrics_to_json(m);
   for (const char* k : {"duration",
                         "completed",
                         "total_input_tokens",
@@ -141,18 +144,24 @@ json bench_serving_record(const ServeBenchJob& job, const BenchOutcome& res) {
                         "median_e2e_latency_ms",
                         "std_e2e_latency_ms",
                         "p90_e2e_latency_ms",
+                        "p95_e2e_latency_ms",
                         "p99_e2e_latency_ms",
                         "mean_ttft_ms",
                         "median_ttft_ms",
                         "std_ttft_ms",
+                        "p90_ttft_ms",
+                        "p95_ttft_ms",
                         "p99_ttft_ms",
                         "mean_tpot_ms",
                         "median_tpot_ms",
                         "std_tpot_ms",
+                        "p90_tpot_ms",
+                        "p95_tpot_ms",
                         "p99_tpot_ms",
                         "mean_itl_ms",
                         "median_itl_ms",
                         "std_itl_ms",
+                        "p90_itl_ms",
                         "p95_itl_ms",
                         "p99_itl_ms"})
     j[k] = all.at(k);
@@ -213,7 +222,13 @@ int report_serve_bench(const ServeBenchJob& job, const BenchOutcome& res) {
                                                                  : res.flush_note});
   if (res.metrics.failed)
     rep.notes.push_back(std::to_string(res.metrics.failed) +
-                        " request(s) failed (not in the metrics)");
+                        " request(s) failed (not in the metrics)" +
+                        (res.metrics.aborted ? ", " + std::to_string(res.metrics.aborted) +
+                                                   " of them aborted by the server with HTTP 200 "
+                                                   "(finish_reason abort)"
+                                             : std::string()));
+  if (!res.profile_note.empty()) rep.context.push_back({"profile", res.profile_note});
+  if (!res.encode_note.empty()) rep.context.push_back({"encoding", res.encode_note});
   for (const auto& e : res.errors) rep.notes.push_back("request error: " + e);
   if (res.short_outputs)
     rep.notes.push_back(

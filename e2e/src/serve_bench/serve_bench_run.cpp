@@ -15,6 +15,8 @@
 #include "http/http_client.hpp"
 #include "http/process_setup.hpp"
 #include "http/server_api.hpp"
+#include "serve_bench/bpe_decoder.hpp"
+#include "serve_bench/bpe_encoder.hpp"
 #include "serve_bench/sharegpt.hpp"
 
 namespace dsv4::eval::serve {
@@ -62,6 +64,21 @@ std::string read_chunk(const std::string& payload, double t, StreamTimer& timer,
   if (payload == "[DONE]") {
     timer.on_line(t);
     return "";
+  }
+  // SGLang's HTTP-200 abort ends the stream with finish_reason {"type": "abort", "message"}: a
+  // failed request. The cheap test first: only a payload naming "abort" is parsed whole.
+  if (payload.find("abort") != std::string::npos) {
+    const json j = json::parse(payload, nullptr, false);
+    if (j.is_object() && j.contains("meta_info") && j["meta_info"].is_object()) {
+      const json& fr = j["meta_info"].value("finish_reason", json());
+      if (fr.is_object() && fr.value("type", "") == "abort") {
+        std::string why = "the server aborted the request (HTTP 200, finish_reason abort)";
+        if (fr.contains("message") && fr["message"].is_string())
+          why += ": " + fr["message"].get<std::string>();
+        timer.on_abort();
+        return why;
+      }
+    }
   }
   if (auto ct = last_int_field(payload, "completion_tokens")) {
     timer.on_tokens(t, *ct);
@@ -234,11 +251,11 @@ json tokenizer_call(const std::string& base, const char* path, const json& body,
 
 // The server's tokenizer (SGLang's /v1/tokenize): the `random` dataset's ShareGPT text, and the
 // special-token count of the text form.
-Encoder server_encoder(const std::string& base) {
-  return [base](const std::vector<std::string>& texts) {
-    const json tokens = tokenizer_call(
-        base, "/v1/tokenize", json{{"prompt", texts}, {"add_special_tokens", true}}, "tokens",
-        texts.size(), "ShareGPT text of --dataset-name random, special tokens of text prompts");
+Encoder server_encoder(const std::string& base, const std::string& why) {
+  return [base, why](const std::vector<std::string>& texts) {
+    const json tokens =
+        tokenizer_call(base, "/v1/tokenize", json{{"prompt", texts}, {"add_special_tokens", true}},
+                       "tokens", texts.size(), why);
     std::vector<std::vector<int32_t>> out;
     for (const auto& t : tokens) {
       out.emplace_back();
@@ -253,7 +270,9 @@ Decoder server_decoder(const std::string& base) {
   return [base](const std::vector<std::vector<int32_t>>& ids) {
     const json texts = tokenizer_call(
         base, "/v1/detokenize", json{{"tokens", ids}, {"skip_special_tokens", false}}, "text",
-        ids.size(), "prompts go out as text; --tokenize-prompt sends input_ids instead");
+        ids.size(),
+        "prompts go out as text; --tokenizer decodes them here, --tokenize-prompt sends "
+        "input_ids instead");
     std::vector<std::string> out;
     for (const auto& t : texts) {
       if (!t.is_string())
@@ -270,6 +289,43 @@ void check_server(const std::string& base) {
   if (unreachable(r)) throw BenchError(kExitCouldNotRun, "server unreachable: " + r.error_message);
   if (auto refusal = api_key_refusal(r); !refusal.empty())
     throw BenchError(kExitCouldNotRun, refusal);
+}
+
+// bench_serving's --profile: POST /start_profile before the timed requests (with num_steps, the
+// server stops by itself after that many forward steps), /stop_profile after them. A server
+// without the endpoints (404, or 400 when it was started without a profiler directory) cannot
+// run a profiled benchmark: "could not run", before any timed request.
+void start_profile(const std::string& base, std::optional<int64_t> num_steps, BenchOutcome& out) {
+  HttpRequest r;
+  r.url = base + "/start_profile";
+  json body = json::object();
+  if (num_steps) body["num_steps"] = *num_steps;
+  r.body = body.dump();
+  r.timeout_s = 120;
+  r.max_attempts = 1;
+  const HttpResult res = http_fetch(std::move(r));
+  if (auto refusal = api_key_refusal(res); !refusal.empty())
+    throw BenchError(kExitCouldNotRun, refusal);
+  if (!res.ok())
+    throw BenchError(kExitCouldNotRun,
+                     "--profile: profiling is not supported by this server (POST /start_profile: " +
+                         res.error_message +
+                         "); SGLang profiles when started with SGLANG_TORCH_PROFILER_DIR set");
+  out.profile_note =
+      "POST /start_profile " + body.dump() + " before the timed requests" +
+      (num_steps ? " (the server stops after " + std::to_string(*num_steps) + " forward steps)"
+                 : std::string());
+}
+
+void stop_profile(const std::string& base, BenchOutcome& out) {
+  HttpRequest r;
+  r.url = base + "/stop_profile";
+  r.body = "{}";
+  r.timeout_s = 600;  // the server writes its trace before answering
+  r.max_attempts = 1;
+  const HttpResult res = http_fetch(std::move(r));
+  out.profile_note += res.ok() ? "; POST /stop_profile after them"
+                               : "; POST /stop_profile failed: " + res.error_message;
 }
 
 void read_accept_length(const std::string& base, BenchOutcome& out) {
@@ -312,29 +368,93 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
   const WorkloadSpec& w = o.workload;
   out.vocab_size = w.vocab_size;
   out.vocab_source = o.vocab_source;
+  // Every connection of the run and of the warmup (sent all at once, as bench_serving does) must
+  // fit the open-file limit before the first request goes out.
+  // (A --num-prompts below 1 is the workload's error to name, below.)
+  const size_t cap = size_t(std::max<int64_t>(0, o.max_concurrency.value_or(w.num_prompts)));
+  const size_t warm = size_t(std::max<int64_t>(0, o.warmup_requests));
+  if (auto e = warm > cap ? check_open_file_limit(warm, "--warmup-requests")
+                          : check_open_file_limit(
+                                cap, o.max_concurrency ? "--max-concurrency"
+                                                       : "--num-prompts (no --max-concurrency)");
+      !e.empty())
+    throw BenchError(kExitUsage, e);
+  // The local tokenizer (--tokenizer, byte-level BPE) decodes text prompts here, as
+  // bench_serving decodes with the user's tokenizer; otherwise the server's endpoints do.
+  std::optional<BpeDecoder> local;
+  std::string local_note;
+  if (!o.tokenize_prompt && !o.tokenizer_path.empty() && !o.server_tokenizer) {
+    try {
+      local = BpeDecoder::load(o.tokenizer_path);
+    } catch (const std::invalid_argument& e) {
+      local_note = e.what();
+      std::fprintf(stderr, "dsv4-eval serve-bench: %s; prompts are decoded by the server\n",
+                   e.what());
+    }
+  }
+  // `random` encodes its ShareGPT text with the same local tokenizer when it can.
+  std::optional<BpeEncoder> local_enc;
+  if (w.dataset == "random" && !o.tokenizer_path.empty() && !o.server_tokenizer) {
+    try {
+      local_enc = BpeEncoder::load(o.tokenizer_path);
+    } catch (const std::invalid_argument& e) {
+      out.encode_note = e.what();
+      std::fprintf(stderr,
+                   "dsv4-eval serve-bench: %s; the ShareGPT text is encoded by the server\n",
+                   e.what());
+    }
+  }
   std::vector<BenchRequest> reqs;
   try {
-    reqs = w.dataset == "random"
-               ? random_sharegpt_workload(w, load_sharegpt(o.dataset_path), server_encoder(base))
-               : make_workload(w);
+    Encoder enc =
+        local_enc ? Encoder([&local_enc](const std::vector<std::string>& texts) {
+          std::vector<std::vector<int32_t>> ids;
+          for (const auto& t : texts) ids.push_back(local_enc->encode(t));
+          return ids;
+        })
+                  : server_encoder(base,
+                                   "the ShareGPT text of --dataset-name random is encoded by the "
+                                   "server's tokenizer; --tokenizer encodes it here");
+    reqs = w.dataset == "random" ? random_sharegpt_workload(w, load_sharegpt(o.dataset_path), enc)
+                                 : make_workload(w);
+    if (w.dataset == "random")
+      out.encode_note = (local_enc ? "ShareGPT text encoded by --tokenizer " + o.tokenizer_path
+                                   : "ShareGPT text encoded by the server's /v1/tokenize") +
+                        (out.encode_note.empty() ? "" : " (" + out.encode_note + ")");
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();
     throw BenchError(kExitUsage, what.rfind("--", 0) == 0 ? what : "--" + what);
+  } catch (const BenchError&) {  // the server's /v1/tokenize refused: could not run
+    throw;
+  } catch (const std::runtime_error& e) {  // the local tokenizer cannot encode a text
+    throw BenchError(kExitUsage, e.what());
   }
-  const size_t cap = size_t(o.max_concurrency.value_or(w.num_prompts));
-  if (auto e = check_open_file_limit(
-          cap, o.max_concurrency ? "--max-concurrency" : "--num-prompts (no --max-concurrency)");
-      !e.empty())
-    throw BenchError(kExitUsage, e);
   check_server(base);
   if (o.tokenize_prompt) {
     out.prompt_form = "input_ids (--tokenize-prompt)";
+  } else if (local) {
+    out.special_tokens = local->special_tokens();
+    const BpeDecoder& dec = *local;
+    to_text_prompts(reqs, out.special_tokens, [&dec](const std::vector<std::vector<int32_t>>& ids) {
+      std::vector<std::string> texts;
+      for (const auto& v : ids) texts.push_back(dec.decode(v));
+      return texts;
+    });
+    out.prompt_form = "text (decoded by --tokenizer " + dec.path() + ", " +
+                      std::to_string(out.special_tokens) +
+                      " special token(s) per prompt left to the server)";
   } else {
     // tokenizer.num_special_tokens_to_add(): what encoding an empty text with them adds.
-    out.special_tokens = int64_t(server_encoder(base)({std::string()}).at(0).size());
+    out.special_tokens =
+        int64_t(server_encoder(base,
+                               "the special tokens of text prompts; --tokenizer counts them here, "
+                               "--tokenize-prompt sends input_ids instead")({std::string()})
+                    .at(0)
+                    .size());
     to_text_prompts(reqs, out.special_tokens, server_decoder(base));
     out.prompt_form = "text (/v1/detokenize, " + std::to_string(out.special_tokens) +
-                      " special token(s) per prompt left to the server)";
+                      " special token(s) per prompt left to the server)" +
+                      (local_note.empty() ? "" : "; --tokenizer not used: " + local_note);
   }
   out.context.request_rate = w.request_rate;
   out.context.max_concurrency = o.max_concurrency;
@@ -351,6 +471,7 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
                        "every warmup request failed; the first: " + d.timings[0].error);
   }
   if (o.flush_cache) flush(base, out);
+  if (o.profile) start_profile(base, o.profile_num_steps, out);
 
   std::vector<Job> jobs;
   for (const auto& r : reqs) jobs.push_back({&r, r.output_len, r.send_at_s});
@@ -370,6 +491,7 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
     const int64_t expect = t.prompt_len + (reqs[i].as_text ? out.special_tokens : 0);
     if (d.prompt_tokens[i] >= 0 && d.prompt_tokens[i] != expect) ++out.prompt_len_mismatches;
   }
+  if (o.profile && !o.profile_num_steps) stop_profile(base, out);
   out.metrics = compute_metrics(d.timings, d.duration_s);
   out.timings = std::move(d.timings);
   read_accept_length(base, out);

@@ -5,19 +5,24 @@
 //
 // Each request is POST /generate {"text": str, "sampling_params": {"temperature": 0,
 // "max_new_tokens": L, "ignore_eos": true}, "stream": true}, bench_serving's default form: the
-// drawn ids shortened by the tokenizer's special tokens (their count is the length of the server's
-// /v1/tokenize of "" with special tokens) and decoded by the server's POST /v1/detokenize
-// {"tokens": [[...]], "skip_special_tokens": false} (transformers' decode keeps them too). With
-// --tokenize-prompt the body carries "input_ids" instead, the drawn lengths exactly. The input
+// drawn ids shortened by the tokenizer's special tokens and decoded, special tokens kept
+// (transformers' decode). With --tokenizer (a byte-level BPE tokenizer.json) both come from that
+// tokenizer here, as bench_serving decodes with the user's tokenizer, and no server endpoint is
+// needed; otherwise (or with --server-tokenizer) from the server: the length of its /v1/tokenize
+// of "" with special tokens, and its POST /v1/detokenize {"tokens": [[...]],
+// "skip_special_tokens": false}. With --tokenize-prompt the body carries "input_ids" instead, the
+// drawn lengths exactly. The input
 // tokens counted are the ids decoded or sent (bench_serving's prompt_len); the server's
 // meta_info.prompt_tokens is compared with it plus the special tokens. Every stream line is
 // timestamped on arrival and the cumulative meta_info.completion_tokens of each chunk gives the
 // tokens it carries. As in SGLang's bench_serving: warmup requests repeat the first prompt with at
 // most 32 new tokens; a finite --request-rate spaces sends by a seeded Poisson process;
 // --max-concurrency caps the requests in flight (a request waits for both its arrival time and a
-// free slot); a request is not retried (a failure counts as failed, as bench_serving does). The
-// cache is flushed after the warmup, so the accept length read from /server_info afterwards covers
-// the timed requests only.
+// free slot); a request is not retried (a failure counts as failed, as bench_serving does; an
+// HTTP-200 abort, finish_reason {"type": "abort"}, is a failure counted as aborted). The cache is
+// flushed after the warmup (bench_serving's --flush-cache), so the accept length read from
+// /server_info afterwards covers the timed requests only. --profile brackets the timed requests
+// with the server's POST /start_profile (num_steps with --profile-num-steps) and /stop_profile.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +56,12 @@ struct BenchOptions {
   bool flush_cache = true;
   bool tokenize_prompt = false;  // send input_ids (bench_serving's --tokenize-prompt), not text
   bool progress = true;          // a line on stderr every few seconds (live on a terminal)
+  // --tokenizer: decode text prompts with this tokenizer.json here (byte-level BPE); empty, or
+  // server_tokenizer, or a tokenizer that is not byte-level: the server's /v1/detokenize.
+  std::string tokenizer_path;
+  bool server_tokenizer = false;
+  bool profile = false;                      // POST /start_profile before the timed requests
+  std::optional<int64_t> profile_num_steps;  // its num_steps (the server then stops by itself)
 };
 
 struct BenchOutcome {
@@ -68,7 +79,10 @@ struct BenchOutcome {
   int64_t prompt_len_mismatches = 0;  // meta_info.prompt_tokens differs from the ids sent (plus
                                       // the special tokens when sent as text)
   int64_t special_tokens = 0;         // text form: the tokenizer's special tokens per prompt
-  std::string prompt_form;            // "text (/v1/detokenize)" or "input_ids (--tokenize-prompt)"
+  std::string prompt_form;            // how prompts were built and sent (text decoded by whom, or
+                                      // input_ids)
+  std::string profile_note;           // what the profiler endpoints answered (--profile)
+  std::string encode_note;            // random: who encoded the ShareGPT text
   std::vector<std::optional<double>> accept_per_rank;
   std::string accept_note;          // "speculative decoding off", or why it could not be read
   std::vector<std::string> errors;  // distinct request errors, the first few
@@ -78,7 +92,8 @@ struct BenchOutcome {
 std::string generate_body(const BenchRequest& req, int64_t max_new_tokens);
 
 // Reads a stream payload into the timer: returns "" or why the payload is unusable (an error
-// chunk, not JSON, no completion_tokens). `prompt_tokens` receives meta_info.prompt_tokens when
+// chunk, not JSON, no completion_tokens, or an HTTP-200 abort: finish_reason {"type": "abort"},
+// which also marks the timer aborted). `prompt_tokens` receives meta_info.prompt_tokens when
 // present. Finds the counts without parsing the whole (growing) cumulative text.
 std::string read_chunk(const std::string& payload, double t, StreamTimer& timer,
                        int64_t* prompt_tokens);

@@ -1,6 +1,6 @@
 // bench_serving's `random` dataset: ShareGPT prompts shuffled by Python's random (seeded like
-// bench_serving's random.seed(seed)), tokenised by the server's /v1/tokenize, repeated or cut to
-// the drawn length, sent as input_ids.
+// bench_serving's random.seed(seed)), encoded by the user's tokenizer or the server's
+// /v1/tokenize, repeated or cut to the drawn length, sent as input_ids (or decoded to text).
 #pragma once
 
 #include <cstdint>

@@ -233,32 +233,54 @@ DeadlineHandler set_deadline_handler(DeadlineHandler h) { return g_deadline_hand
 void set_activity(const std::string& label) { t_activity = label; }
 std::string activity() { return t_activity; }
 
+namespace {
+struct PeekKit {
+  hipStream_t stream = nullptr;
+  void* pinned = nullptr;
+  static constexpr size_t kBytes = 4096;
+};
+PeekKit g_peek;
+std::once_flag g_peek_once;
+}  // namespace
+
+void prepare_peek() {
+#if !DSV4_GPU_NONE
+  if (!available()) return;
+  std::call_once(g_peek_once, [] {
+    hipStream_t s = nullptr;
+    void* p = nullptr;
+    // The highest stream priority, so the copy is not queued behind the stream being waited for.
+    int lo = 0, hi = 0;
+    if (hipDeviceGetStreamPriorityRange(&lo, &hi) != hipSuccess) hi = 0;
+    if (hipStreamCreateWithPriority(&s, hipStreamNonBlocking, hi) == hipSuccess &&
+        hipHostMalloc(&p, PeekKit::kBytes, hipHostMallocDefault) == hipSuccess) {
+      g_peek.stream = s;
+      g_peek.pinned = p;
+    }
+    (void)hipGetLastError();
+  });
+#endif
+}
+
 bool peek_device(void* host, const void* device, size_t bytes, double timeout_s) {
 #if DSV4_GPU_NONE
   (void)host, (void)device, (void)bytes, (void)timeout_s;
   return false;
 #else
   if (bytes == 0) return true;
-  hipStream_t s = nullptr;
-  if (hipStreamCreateWithFlags(&s, hipStreamNonBlocking) != hipSuccess) return false;
-  void* pinned = nullptr;
-  bool ok = hipHostMalloc(&pinned, bytes, hipHostMallocDefault) == hipSuccess &&
-            hipMemcpyAsync(pinned, device, bytes, hipMemcpyDeviceToHost, s) == hipSuccess;
+  if (!g_peek.stream || bytes > PeekKit::kBytes) return false;  // prepare_peek() was not called
+  bool ok = hipMemcpyAsync(g_peek.pinned, device, bytes, hipMemcpyDeviceToHost, g_peek.stream) ==
+            hipSuccess;
   if (ok) {
     const auto t0 = std::chrono::steady_clock::now();
     hipError_t e;
-    while ((e = hipStreamQuery(s)) == hipErrorNotReady &&
+    while ((e = hipStreamQuery(g_peek.stream)) == hipErrorNotReady &&
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < timeout_s)
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     ok = e == hipSuccess;
-    if (ok) std::memcpy(host, pinned, bytes);
+    if (ok) std::memcpy(host, g_peek.pinned, bytes);
   }
   (void)hipGetLastError();
-  // A copy still in flight keeps its stream and pinned buffer (the process is about to exit).
-  if (ok) {
-    (void)hipHostFree(pinned);
-    (void)hipStreamDestroy(s);
-  }
   return ok;
 #endif
 }

@@ -17,12 +17,14 @@
 
 #if defined(__HIPCC__) || defined(__HIP__)
 #define DSV4_GPU_HIP 1
-#include <hip/hip_cooperative_groups.h>
+// clang-format off
 #include <hip/hip_runtime.h>
+#include <hip/hip_cooperative_groups.h>  // after the runtime, whose names it uses
+// clang-format on
 #elif defined(__CUDACC__)
 #define DSV4_GPU_CUDA 1
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
+#include <cooperative_groups.h>
 #elif defined(DSV4_GPU_HOST_ONLY)
 #define DSV4_GPU_NONE 1
 #else
@@ -104,6 +106,12 @@ inline hipError_t hipStreamCreateWithFlags(hipStream_t* s, unsigned f) {
 inline hipError_t hipStreamDestroy(hipStream_t s) { return cudaStreamDestroy(s); }
 inline hipError_t hipStreamSynchronize(hipStream_t s) { return cudaStreamSynchronize(s); }
 inline hipError_t hipStreamQuery(hipStream_t s) { return cudaStreamQuery(s); }
+inline hipError_t hipDeviceGetStreamPriorityRange(int* lo, int* hi) {
+  return cudaDeviceGetStreamPriorityRange(lo, hi);
+}
+inline hipError_t hipStreamCreateWithPriority(hipStream_t* s, unsigned f, int p) {
+  return cudaStreamCreateWithPriority(s, f, p);
+}
 inline hipError_t hipEventQuery(hipEvent_t e) { return cudaEventQuery(e); }
 inline hipError_t hipHostMalloc(void** p, size_t n, unsigned) { return cudaMallocHost(p, n); }
 inline hipError_t hipHostFree(void* p) { return cudaFreeHost(p); }
@@ -271,6 +279,8 @@ DSV4_GPU_NO_DEVICE_(hipStreamCreateWithFlags, hipStream_t*, unsigned)
 DSV4_GPU_NO_DEVICE_(hipStreamDestroy, hipStream_t)
 DSV4_GPU_NO_DEVICE_(hipStreamSynchronize, hipStream_t)
 DSV4_GPU_NO_DEVICE_(hipStreamQuery, hipStream_t)
+DSV4_GPU_NO_DEVICE_(hipDeviceGetStreamPriorityRange, int*, int*)
+DSV4_GPU_NO_DEVICE_(hipStreamCreateWithPriority, hipStream_t*, unsigned, int)
 DSV4_GPU_NO_DEVICE_(hipEventQuery, hipEvent_t)
 DSV4_GPU_NO_DEVICE_(hipHostMalloc, void**, size_t, unsigned)
 DSV4_GPU_NO_DEVICE_(hipHostFree, void*)

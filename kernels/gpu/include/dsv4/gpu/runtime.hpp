@@ -82,6 +82,9 @@ std::string activity();
 // waiting for work on other streams (a copy engine can read beside a hung kernel). False when the
 // copy did not finish within timeout_s or could not start.
 bool peek_device(void* host, const void* device, size_t bytes, double timeout_s = 2.0);
+// Makes peek_device's stream and pinned buffer (up to 4 KiB) now, while the device answers:
+// allocating them beside a hung kernel may itself wait. Idempotent.
+void prepare_peek();
 
 // Launch marks: an event recorded after each of a run of launches, so that a wait that outlasts
 // the deadline can say which launch was the first to not finish.
