@@ -475,8 +475,9 @@ void launch(const Args& a, int64_t S, bf16* out, float* lse, float* o, gpu::Stre
   check_cache("main", a.main);
   if (a.extra.pool) {
     check_cache("extra", a.extra);
-    const bool pair = a.extra.layout == a.main.layout ||
-                      (a.main.layout == KvLayout::kV41 && a.extra.layout == KvLayout::kV41Fp4);
+    auto v41 = [](KvLayout l) { return l == KvLayout::kV41 || l == KvLayout::kV41Fp4; };
+    const bool pair =
+        a.extra.layout == a.main.layout || (v41(a.main.layout) && v41(a.extra.layout));
     if (!pair)
       bad(std::string("(main, extra) layouts (") + kv_layout_name(a.main.layout) + ", " +
           kv_layout_name(a.extra.layout) + ") are not a pair SGLang accepts");

@@ -2,6 +2,7 @@
 #include "dsv4/ref/indexer_topk.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,29 @@ void need(size_t have, size_t want, const char* field) {
 
 }  // namespace
 
+bool select_valid(int v) { return v >= 0 && v <= 2; }
+
+const char* select_name(Select s) {
+  switch (s) {
+    case Select::kSglang:
+      return "sglang";
+    case Select::kSglangMasked:
+      return "sglang_masked";
+    default:
+      return "dsv4";
+  }
+}
+
+void mask_topk_scores(std::span<const float> scores, const Rows& r, std::span<int32_t> raw) {
+  need(raw.size(), r.B * r.K, "raw");
+  if (r.B > 0) need(scores.size(), (r.B - 1) * r.stride + r.width, "scores");
+  for (size_t b = 0; b < r.B; ++b)
+    for (size_t j = 0; j < r.K; ++j) {
+      int32_t& i = raw[b * r.K + j];
+      if (i < 0 || size_t(i) >= r.width || !(scores[b * r.stride + size_t(i)] > -INFINITY)) i = -1;
+    }
+}
+
 uint32_t order_key(float score) {
   uint32_t b;
   std::memcpy(&b, &score, 4);
@@ -32,7 +56,8 @@ uint32_t order_key(float score) {
 bool eligible(float score) { return order_key(score) > 0x007fffffu; }  // key(-inf) = 0x007fffff
 
 void topk(std::span<const float> scores, std::span<const int32_t> lens, const Rows& r, bool sorted,
-          std::span<int32_t> raw) {
+          std::span<int32_t> raw, Select sel) {
+  if (!select_valid(int(sel))) bad("select=" + std::to_string(int(sel)) + " must be 0, 1 or 2");
   if (r.K < 1 || r.K > 2048) bad("K=" + std::to_string(r.K) + " must be in [1, 2048]");
   if (r.stride < r.width)
     bad("stride=" + std::to_string(r.stride) + " must be >= width=" + std::to_string(r.width));
@@ -51,7 +76,7 @@ void topk(std::span<const float> scores, std::span<const int32_t> lens, const Ro
     const float* row = scores.data() + b * r.stride;
     keys.clear();
     for (int64_t i = 0; i < len; ++i)
-      if (eligible(row[i])) keys.push_back(int32_t(i));
+      if (sel != Select::kDsv4 || eligible(row[i])) keys.push_back(int32_t(i));
     // Descending order key, ties to the smaller index.
     auto before = [&](int32_t x, int32_t y) {
       const uint32_t kx = order_key(row[x]), ky = order_key(row[y]);
@@ -62,6 +87,7 @@ void topk(std::span<const float> scores, std::span<const int32_t> lens, const Ro
     std::copy(keys.begin(), keys.begin() + ptrdiff_t(n), out);
     if (sorted) std::sort(out, out + n);
   }
+  if (sel == Select::kSglangMasked) mask_topk_scores(scores, r, raw);
 }
 
 void page_transform(std::span<const int32_t> raw, size_t K, std::span<const int32_t> page_table,

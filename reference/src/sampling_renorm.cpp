@@ -25,12 +25,12 @@ std::vector<float> weights_descending(std::span<const float> row) {
 
 // The largest value v of w (sorted descending) whose mass reaches the target; 0 when none does.
 template <class Mass>
-float pivot_by_mass(const std::vector<float>& w, Mass add, double target) {
+float pivot_by_mass(const std::vector<float>& w, Mass add, double target, bool strict) {
   double mass = 0;
   for (size_t i = 0; i < w.size();) {
     size_t j = i;
     while (j < w.size() && w[j] == w[i]) mass += add(w[j++]);
-    if (mass >= target) return w[i];
+    if (strict ? mass > target : mass >= target) return w[i];
     i = j;
   }
   return 0.f;
@@ -90,23 +90,28 @@ size_t rows_of(size_t n_params, const char* field) {
 
 float weight(float x) { return (x > 0 && x < std::numeric_limits<float>::infinity()) ? x : 0.f; }
 
-float top_k_pivot(std::span<const float> row, int32_t k) {
+float top_k_pivot(std::span<const float> row, int32_t k, KRule kr) {
+  if (kr == KRule::kClamp)
+    k = std::clamp<int32_t>(k, 1, int32_t(std::min<size_t>(row.size(), INT32_MAX)));
   if (k <= 0 || size_t(k) >= row.size()) return 0.f;
   return weights_descending(row)[size_t(k) - 1];
 }
 
-float top_p_pivot(std::span<const float> row, float p) {
+float top_p_pivot(std::span<const float> row, float p, TopPRule rule) {
   if (!(p < 1)) return 0.f;
   return pivot_by_mass(
-      weights_descending(row), [](float w) { return double(w); }, double(p));
+      weights_descending(row), [](float w) { return double(w); }, double(p),
+      rule == TopPRule::kRenormPy);
 }
 
-float top_p_pivot_fixed(std::span<const float> row, float p) {
+float top_p_pivot_fixed(std::span<const float> row, float p, TopPRule rule) {
   if (!(p < 1)) return 0.f;
   const auto w = weights_descending(row);
   if (w.empty() || w[0] == 0) return 0.f;  // no mass: everything is "kept", all zeros
   const int s = 43 - std::ilogb(w[0]);
-  const double target = std::ceil(std::ldexp(double(p), s));
+  // M >= p 2^s <=> M >= ceil(p 2^s); M > p 2^s <=> M >= floor(p 2^s) + 1 (M an integer).
+  const double target = rule == TopPRule::kRenormPy ? std::floor(std::ldexp(double(p), s)) + 1
+                                                    : std::ceil(std::ldexp(double(p), s));
   if (target > std::ldexp(1.0, 62)) return 0.f;  // more than the row can hold: keep all
   // Integer masses, exact (each < 2^44, at most 2^18 of them); doubles hold them exactly too.
   uint64_t mass = 0;
@@ -122,18 +127,18 @@ float top_p_pivot_fixed(std::span<const float> row, float p) {
 }
 
 void top_k(std::span<const float> probs, size_t V, std::span<const int32_t> k, std::span<float> out,
-           Arith a) {
+           Arith a, KRule kr) {
   const size_t B = rows_of(k.size(), "k");
   renorm_rows(probs, V, B, out, a,
-              [&](size_t b) { return top_k_pivot(probs.subspan(b * V, V), k[b]); });
+              [&](size_t b) { return top_k_pivot(probs.subspan(b * V, V), k[b], kr); });
 }
 
 void top_p(std::span<const float> probs, size_t V, std::span<const float> p, std::span<float> out,
-           Arith a) {
+           Arith a, TopPRule rule) {
   const size_t B = rows_of(p.size(), "p");
   renorm_rows(probs, V, B, out, a, [&](size_t b) {
     const auto row = probs.subspan(b * V, V);
-    return a == Arith::kKernel ? top_p_pivot_fixed(row, p[b]) : top_p_pivot(row, p[b]);
+    return a == Arith::kKernel ? top_p_pivot_fixed(row, p[b], rule) : top_p_pivot(row, p[b], rule);
   });
 }
 

@@ -93,7 +93,8 @@ void attend(const bf16* q, const Keys& keys, double sm_scale, double* acc, doubl
 }  // namespace
 
 bool layout_pair_ok(KvLayout main, KvLayout extra) {
-  return main == extra || (main == KvLayout::kV41 && extra == KvLayout::kV41Fp4);
+  auto v41 = [](KvLayout l) { return l == KvLayout::kV41 || l == KvLayout::kV41Fp4; };
+  return main == extra || (v41(main) && v41(extra));
 }
 
 void check(const Inputs& in) {
@@ -108,10 +109,20 @@ void check(const Inputs& in) {
     if (!layout_pair_ok(in.main.layout, in.extra->layout))
       bad(std::string("(main, extra) layouts (") + kv_layout_name(in.main.layout) + ", " +
           kv_layout_name(in.extra->layout) +
-          ") are not a pair SGLang accepts (the same layout, or v41 with a v41_fp4 extra)");
+          ") are not a pair SGLang accepts (the same layout, or v41 and v41_fp4 in any order)");
   }
   if (!in.sink.empty() && in.sink.size() != in.H)
     bad("sink has " + std::to_string(in.sink.size()) + " values, H=" + std::to_string(in.H));
+  if (in.rope_dim) {
+    if (in.rope_dim % 2 != 0 || in.rope_dim > kD)
+      bad("rope_dim=" + std::to_string(in.rope_dim) + " must be even and <= 512");
+    if (in.cos_sin.size() % in.rope_dim != 0)
+      bad("cos_sin has " + std::to_string(in.cos_sin.size()) +
+          " values, not a multiple of rope_dim=" + std::to_string(in.rope_dim));
+    if (in.positions.size() != in.B)
+      bad("positions has " + std::to_string(in.positions.size()) +
+          " entries, B=" + std::to_string(in.B));
+  }
 }
 
 void dequantize_token(const Cache& c, int64_t slot, float* out) {
@@ -138,6 +149,7 @@ Keys keys_of(const Inputs& in, size_t b, size_t col_begin, size_t col_end) {
 
 Outputs decode_f64(const Inputs& in) {
   check(in);
+  const size_t n_pos = in.rope_dim ? in.cos_sin.size() / in.rope_dim : 0;
   Outputs r;
   r.out.assign(in.B * in.H * kD, 0.0);
   r.lse.assign(in.B * in.H, 0.0);
@@ -145,6 +157,9 @@ Outputs decode_f64(const Inputs& in) {
   for (size_t b = 0; b < in.B; ++b) {
     const Keys keys = keys_of(in, b, 0, columns(in));
     r.errors += keys.errors;
+    const bool rope = in.rope_dim != 0;
+    const bool rope_ok = rope && in.positions[b] >= 0 && uint64_t(in.positions[b]) < n_pos;
+    if (rope && !rope_ok) ++r.errors;
     for (size_t h = 0; h < in.H; ++h) {
       double sum, mx;
       attend(in.q.data() + (b * in.H + h) * kD, keys, in.sm_scale, acc.data(), &sum, &mx);
@@ -158,6 +173,15 @@ Outputs decode_f64(const Inputs& in) {
       if (sink == kInf) continue;
       const double den = sum + std::exp(sink - mx);
       for (size_t i = 0; i < kD; ++i) out[i] = acc[i] / den;
+      if (rope_ok) {
+        const float* cs = in.cos_sin.data() + size_t(in.positions[b]) * in.rope_dim;
+        double* tail = out + (kD - in.rope_dim);
+        for (size_t i = 0; i < in.rope_dim; i += 2) {
+          const double x0 = tail[i], x1 = tail[i + 1], c = cs[i], sn = cs[i + 1];
+          tail[i] = x0 * c + x1 * sn;
+          tail[i + 1] = x1 * c - x0 * sn;
+        }
+      }
     }
   }
   return r;
@@ -216,6 +240,7 @@ Tolerance tolerance(const Inputs& in) {
   Tolerance t;
   t.lse_atol = score + sums;
   t.out_atol = (2 * score + 2 * sums) * max_k + std::ldexp(max_k, -9);
+  if (in.rope_dim) t.out_atol += std::ldexp(max_k, -7);
   return t;
 }
 

@@ -3,6 +3,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "dsv4/cases/foreign.hpp"
 #include "dsv4/gpu/runtime.hpp"
 #include "dsv4/replay/replay.hpp"
 
@@ -17,9 +18,8 @@ std::map<std::string, Family>& families() {
 }  // namespace
 
 bool register_family(Family f) {
-  if (f.name.empty() || !f.reference || !f.compare)
-    throw std::logic_error("replay family '" + f.name +
-                           "' needs a name, a reference and a comparator");
+  if (f.name.empty() || !f.make)
+    throw std::logic_error("replay family '" + f.name + "' needs a name and a factory");
   const std::string name = f.name;
   if (!families().emplace(name, std::move(f)).second)
     throw std::logic_error("replay family '" + name + "' registered twice");
@@ -41,39 +41,77 @@ std::vector<std::string> family_names() {
 
 namespace dsv4::replay {
 
+std::string case_source(const fx::Case& c) {
+  auto it = c.metadata.find("dsv4.source");
+  return it == c.metadata.end() || it->second.empty() ? std::string("dsv4") : it->second;
+}
+
+bool foreign_source(const fx::Case& c) { return case_source(c) != "dsv4"; }
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kStrict:
+      return "strict";
+    case Verdict::kTolerant:
+      return "tolerant";
+    default:
+      return "auto";
+  }
+}
+
+Verdict verdict_for(const fx::Case& c, Verdict requested) {
+  if (requested != Verdict::kAuto) return requested;
+  return foreign_source(c) ? Verdict::kTolerant : Verdict::kStrict;
+}
+
+Outputs Family::reference(const fx::Case& c) const {
+  const Bound b = make(c);
+  return b.k->reference(b.inputs);
+}
+
+DeviceRun Family::device(const fx::Case& c) const {
+  const Bound b = make(c);
+  std::string why;
+  if (!gpu::available(&why)) throw CannotRun("--device needs a GPU: " + why);
+  if (why = b.k->cannot_run(); !why.empty()) throw CannotRun(why);
+  gpu::StreamHandle s;
+  fx::CaseDevice dev(*b.k, b.inputs, s);
+  dev.reset_outputs();
+  dev.launch();
+  gpu::synchronize(s);
+  gpu::check_last_error(b.k->family().c_str());
+  DeviceRun run;
+  run.outputs = dev.download();
+  if (auto g = dev.guards_intact(); !g) run.failures.push_back(g.message());
+  return run;
+}
+
+bool Family::golden_bitwise(const fx::Case& c) const { return make(c).k->golden_bitwise(); }
+
+::testing::AssertionResult Family::compare(const std::string& output, const st::Tensor& got,
+                                           const st::Tensor& want, const fx::Case& c,
+                                           Verdict verdict) const {
+  const Bound b = make(c);
+  for (const fx::OutputSpec& spec : b.k->outputs(b.inputs))
+    if (spec.name == output) {
+      if (got.shape != want.shape)
+        return ::testing::AssertionFailure() << output << ": shape " << got.shape_str()
+                                             << " under test, " << want.shape_str() << " expected";
+      const auto* foreign = dynamic_cast<const cases::Foreign*>(b.k.get());
+      if (foreign && verdict_for(c, verdict) == Verdict::kTolerant)
+        return foreign->compare_foreign(spec, got, want, b.inputs);
+      return b.k->compare(spec, got, want, b.inputs);
+    }
+  return ::testing::AssertionFailure() << name << " has no output '" << output << "'";
+}
+
 Family kernel_case_family(std::string name, std::string summary,
                           std::function<std::unique_ptr<fx::KernelCase>(const fx::Tensors&)> make) {
   Family f;
   f.name = std::move(name);
   f.summary = std::move(summary);
-  f.reference = [make](const fx::Case& c) { return make(c.inputs)->reference(c.inputs); };
-  f.device = [make](const fx::Case& c) {
-    const auto k = make(c.inputs);
-    if (const std::string why = k->cannot_run(); !why.empty()) throw CannotRun(why);
-    gpu::StreamHandle s;
-    fx::CaseDevice dev(*k, c.inputs, s);
-    dev.reset_outputs();
-    dev.launch();
-    gpu::synchronize(s);
-    gpu::check_last_error(k->family().c_str());
-    DeviceRun run;
-    run.outputs = dev.download();
-    if (auto g = dev.guards_intact(); !g) run.failures.push_back(g.message());
-    return run;
-  };
-  f.golden_bitwise = [make](const fx::Case& c) { return make(c.inputs)->golden_bitwise(); };
-  f.compare = [make, fam = f.name](const std::string& output, const st::Tensor& got,
-                                   const st::Tensor& want, const fx::Case& c) {
-    const auto k = make(c.inputs);
-    for (const fx::OutputSpec& spec : k->outputs(c.inputs))
-      if (spec.name == output) {
-        if (got.shape != want.shape)
-          return ::testing::AssertionFailure()
-                 << output << ": shape " << got.shape_str() << " under test, " << want.shape_str()
-                 << " expected";
-        return k->compare(spec, got, want, c.inputs);
-      }
-    return ::testing::AssertionFailure() << fam << " has no output '" << output << "'";
+  f.make = [make = std::move(make)](const fx::Case& c) {
+    return Family::Bound{make(c.inputs), c.inputs};
   };
   return f;
 }
@@ -94,7 +132,7 @@ Family kernel_case_family(std::string name, std::string summary,
       result << (bad++ ? "\n" : "") << path << ": stores no got.* output";
       continue;
     }
-    const bool exact = !fam->golden_bitwise || fam->golden_bitwise(c);
+    const bool exact = fam->golden_bitwise(c);
     const Outputs ref = fam->reference(c);
     for (const auto& [name, got] : c.got) {
       ++(exact ? bitwise : within);
@@ -104,7 +142,7 @@ Family kernel_case_family(std::string name, std::string summary,
         continue;
       }
       auto r = exact ? fx::bitwise_tensors(got, it->second, name)
-                     : fam->compare(name, got, it->second, c);
+                     : fam->compare(name, got, it->second, c, Verdict::kStrict);
       if (!r) result << (bad++ ? "\n" : "") << path << ":\n" << r.message();
     }
   }

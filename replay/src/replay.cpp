@@ -64,6 +64,14 @@ Result run(const Request& req) {
   if (auto it = c.metadata.find("dsv4.test"); it != c.metadata.end())
     report << "test:   " << it->second << "\n";
   report << "inputs: " << describe(c.inputs, "in.") << "\n";
+  // The kernel under --device is the project's own: strict unless --tolerant is asked for.
+  const Verdict verdict = device ? (req.verdict == Verdict::kAuto ? Verdict::kStrict : req.verdict)
+                                 : verdict_for(c, req.verdict);
+  report << "source: " << case_source(c) << ", verdict: " << verdict_name(verdict)
+         << (verdict == Verdict::kTolerant
+                 ? " (tied indices at the cut-off and derived tolerances where the family has them)"
+                 : "")
+         << "\n";
 
   Result res;
   size_t device_failures = 0;
@@ -80,14 +88,12 @@ Result run(const Request& req) {
         if (it == ref.end())
           throw st::FormatError("case", role + out, "name",
                                 "the " + name + " reference produces no output '" + out + "'");
-        const auto r = fam->compare(out, t, it->second, c);
+        const auto r = fam->compare(out, t, it->second, c, verdict);
         res.mismatches[out] = r ? "" : r.message();
         report << (r ? "match:    " : "MISMATCH: ") << role << out << " vs reference"
                << (r ? "\n" : ":\n" + std::string(r.message()) + "\n");
       }
     } else {
-      if (!fam->device)
-        throw CannotRun("the " + name + " family has no device launcher in this build");
       std::string why;
       if (!gpu::available(&why)) throw CannotRun("--device needs a GPU: " + why);
       const DeviceRun dev = fam->device(c);
@@ -100,7 +106,7 @@ Result run(const Request& req) {
         if (it == got.end())
           throw st::FormatError("case", "want." + out, "name",
                                 "the " + name + " kernel produces no output '" + out + "'");
-        const auto r = fam->compare(out, it->second, w, c);
+        const auto r = fam->compare(out, it->second, w, c, verdict);
         res.mismatches[out] = r ? "" : r.message();
         report << (r ? "match:    " : "MISMATCH: ") << "kernel " << out << " vs "
                << (stored_want ? "stored want." : "reference ") << out

@@ -15,9 +15,6 @@
 #include "dsv4/fixtures/launcher_args.hpp"
 
 namespace dsv4 {
-namespace cases {
-void PrintTo(const CandidateBlocksShape& s, std::ostream* os) { *os << s.str(); }
-}  // namespace cases
 namespace {
 
 namespace kc = kernels::candidate_blocks;
@@ -25,21 +22,16 @@ using cases::CandidateBlocksCase;
 using cases::CandidateBlocksShape;
 using ::testing::HasSubstr;
 
-std::string sweep_name(const ::testing::TestParamInfo<CandidateBlocksShape>& i) {
-  const auto& s = i.param;
-  return "B" + std::to_string(s.B) + "_w" + std::to_string(s.width) +
-         (s.len < 0 ? std::string("_ragged") : "_len" + std::to_string(s.len)) + "_bs" +
-         std::to_string(s.bs) + "_nb" + std::to_string(s.nb) + "_K" + std::to_string(s.K) + "_W" +
-         std::to_string(s.wave) + (s.ties ? "_ties" : "") + (s.hostile ? "_hostile" : "");
-}
-std::vector<CandidateBlocksShape> sweep_params() {
-  std::vector<CandidateBlocksShape> v;
+using SweepParam = fx::Sweep<CandidateBlocksShape>;
+
+std::vector<SweepParam> sweep_params() {
+  std::vector<SweepParam> v;
   int i = 0;
   auto add = [&](CandidateBlocksShape s) {
     s.wave = i % 2 ? 32 : 16;
     s.ties = i % 3 == 1;
     s.hostile = i % 3 == 2;
-    v.push_back(s);
+    v.push_back({s});
     ++i;
   };
   for (int64_t bs : {1, 7, 64, 128, 512})
@@ -55,19 +47,13 @@ std::vector<CandidateBlocksShape> sweep_params() {
   return v;
 }
 
-class CandidateBlocksSweep : public fx::GpuTestWithParam<CandidateBlocksShape> {};
+class CandidateBlocksSweep : public fx::GpuTestWithParam<SweepParam> {};
 
 TEST_P(CandidateBlocksSweep, MatchesReference) {
-  const CandidateBlocksCase c(GetParam());
-  if (const auto why = c.cannot_run(); !why.empty()) GTEST_SKIP() << why;
-  for (uint64_t seed : fx::case_seeds()) {
-    DSV4_CASE(seed, c.name());
-    EXPECT_TRUE(fx::check_case(c, seed, stream()));
-  }
+  fx::expect_case(CandidateBlocksCase(GetParam().shape), stream(), GetParam().options());
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CandidateBlocksSweep, ::testing::ValuesIn(sweep_params()),
-                         sweep_name);
+DSV4_CASE_SWEEP(CandidateBlocksSweep, sweep_params());
 
 class CandidateBlocks : public fx::GpuTest {};
 

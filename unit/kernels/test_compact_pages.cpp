@@ -31,12 +31,6 @@ constexpr KvLayout kLayouts[] = {KvLayout::kV41, KvLayout::kV41Fp4, KvLayout::kV
                                  KvLayout::kV4Fnuz};
 constexpr int64_t kPageSizes[] = {1, 2, 7, 64, 128, 256};
 
-const char* op_tag(CompactOp op) {
-  return op == CompactOp::kQuantize         ? "Quant"
-         : op == CompactOp::kDequantizeBf16 ? "DeqBf16"
-                                            : "DeqF32";
-}
-
 // Enough pages for T distinct slots with room to spare.
 int64_t pages_for(int64_t T, int64_t P) { return (T + T / 2 + 3 + P - 1) / P; }
 
@@ -58,20 +52,9 @@ struct SweepParam {
             .values_per_lane = V,
             .variant = variant};
   }
+  fx::Vars vars() const { return fx::Sweep<CompactPagesShape>{shape(), launch}.vars(); }
 };
-void PrintTo(const SweepParam& p, std::ostream* os) {
-  *os << p.shape().str() << " " << fx::launch_name(p.launch);
-}
-std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
-  const auto& p = i.param;
-  std::string n = std::string(op_tag(p.op)) + "_" + kv_layout_name(p.layout) + "_P" +
-                  std::to_string(p.P) + "_T" + std::to_string(p.T);
-  if (p.V) n += "_V" + std::to_string(p.V);
-  if (p.stride) n += "_S" + std::to_string(p.stride);
-  if (p.launch == Launch::kGraph) n += "_graph";
-  if (p.variant) n += "_var" + std::to_string(p.variant);
-  return n;
-}
+void PrintTo(const SweepParam& p, std::ostream* os) { *os << p.vars().str(); }
 
 // Every layout, op and page size at a few row counts ...
 std::vector<SweepParam> shape_params() {
@@ -126,9 +109,8 @@ TEST_P(CompactPagesSweep, WholeOutputMatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, CompactPagesSweep, ::testing::ValuesIn(shape_params()),
-                         sweep_name);
-INSTANTIATE_TEST_SUITE_P(Axes, CompactPagesSweep, ::testing::ValuesIn(axis_params()), sweep_name);
+DSV4_CASE_SWEEP(CompactPagesSweep, shape_params());
+DSV4_CASE_SWEEP_AS(Axes, CompactPagesSweep, axis_params());
 
 class CompactPages : public fx::GpuTest {};
 

@@ -28,26 +28,7 @@ using cases::ScoreKind;
 using fx::Launch;
 using ::testing::HasSubstr;
 
-struct SweepParam {
-  IndexerTopkShape shape;
-  Launch launch = Launch::kEager;
-};
-void PrintTo(const SweepParam& p, std::ostream* os) {
-  *os << p.shape.str() << " " << fx::launch_name(p.launch);
-}
-std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
-  const IndexerTopkShape& s = i.param.shape;
-  std::string n =
-      "B" + std::to_string(s.B) + "_K" + std::to_string(s.K) +
-      (s.len < 0 ? "_ragged" + std::to_string(s.width) : "_len" + std::to_string(s.len));
-  if (s.stride) n += "_stride" + std::to_string(s.stride);
-  n += s.sorted ? "_sorted_W" + std::to_string(s.wave) : "_unsorted";
-  if (s.page_bits >= 0) n += "_pages" + std::to_string(s.page_bits) + (s.permuted ? "perm" : "id");
-  if (s.scores == ScoreKind::kTies) n += "_ties";
-  if (s.scores == ScoreKind::kHostile) n += "_hostile";
-  if (i.param.launch == Launch::kGraph) n += "_graph";
-  return n;
-}
+using SweepParam = fx::Sweep<IndexerTopkShape>;
 
 // The shapes; the other axes (sorted and its wave width, page tables, score kinds,
 // padded strides, graph launches) rotate over them so every combination of two appears.
@@ -101,7 +82,7 @@ TEST_P(IndexerTopkSweep, MatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, IndexerTopkSweep, ::testing::ValuesIn(sweep_params()), sweep_name);
+DSV4_CASE_SWEEP(IndexerTopkSweep, sweep_params());
 
 class IndexerTopk : public fx::GpuTest {};
 

@@ -82,16 +82,9 @@ struct SweepParam {
             .pool_stride = strided ? W + 8 : 0,
             .lanes = lanes};
   }
+  fx::Vars vars() const { return fx::Sweep<KvStoreShape>{shape(), launch}.vars(); }
 };
-void PrintTo(const SweepParam& p, std::ostream* os) {
-  *os << p.shape().str() << " " << fx::launch_name(p.launch);
-}
-std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
-  const auto& p = i.param;
-  return (p.lanes ? "NormRope" : "Scatter") + std::string("_T") + std::to_string(p.T) + "_W" +
-         std::to_string(p.W) + (p.lanes ? "_L" + std::to_string(p.lanes) : std::string()) +
-         (p.strided ? "_strided" : "") + (p.launch == Launch::kGraph ? "_graph" : "");
-}
+void PrintTo(const SweepParam& p, std::ostream* os) { *os << p.vars().str(); }
 // Every lane count, fixed and seeded random row counts, four widths (eager, contiguous) ...
 std::vector<SweepParam> shape_params() {
   std::vector<SweepParam> v;
@@ -126,8 +119,8 @@ TEST_P(KvStoreSweep, WholePoolMatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, KvStoreSweep, ::testing::ValuesIn(shape_params()), sweep_name);
-INSTANTIATE_TEST_SUITE_P(Axes, KvStoreSweep, ::testing::ValuesIn(axis_params()), sweep_name);
+DSV4_CASE_SWEEP(KvStoreSweep, shape_params());
+DSV4_CASE_SWEEP_AS(Axes, KvStoreSweep, axis_params());
 
 // ---- hostile inputs, duplicates -------------------------------------------------------------
 

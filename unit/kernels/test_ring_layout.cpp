@@ -38,22 +38,7 @@ constexpr rr::Ring kRefRing{.ring = 128, .win = 125, .n_slots = 64};
 
 // ---- every launcher against the reference, through the kernel-case harness -----------------
 
-struct SweepParam {
-  cases::RingLayoutShape shape;
-  fx::Launch launch = fx::Launch::kEager;
-};
-void PrintTo(const SweepParam& p, std::ostream* os) {
-  *os << p.shape.str() << " " << fx::launch_name(p.launch);
-}
-std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
-  const auto& s = i.param.shape;
-  std::string n = "N" + std::to_string(s.n) + "_V" + std::to_string(s.V) + "_win" +
-                  std::to_string(s.win) + "_ring" + std::to_string(s.ring_size());
-  if (s.max_pos) n += "_maxpos" + std::to_string(s.max_pos);
-  if (s.first_offset) n += "_first" + std::to_string(s.first_offset);
-  if (s.max_request) n += "_req" + std::to_string(s.max_request);
-  return n + (i.param.launch == fx::Launch::kGraph ? "_graph" : "");
-}
+using SweepParam = fx::Sweep<cases::RingLayoutShape>;
 // Token counts, fixed and seeded random, in DSpark's geometry ...
 std::vector<SweepParam> size_params() {
   std::vector<SweepParam> v;
@@ -88,9 +73,8 @@ TEST_P(RingLayoutSweep, EveryLauncherMatchesReference) {
   fx::expect_case(cases::RingLayoutCase(GetParam().shape), stream(), {.launch = GetParam().launch});
 }
 
-INSTANTIATE_TEST_SUITE_P(Sizes, RingLayoutSweep, ::testing::ValuesIn(size_params()), sweep_name);
-INSTANTIATE_TEST_SUITE_P(Geometry, RingLayoutSweep, ::testing::ValuesIn(geometry_params()),
-                         sweep_name);
+DSV4_CASE_SWEEP_AS(Sizes, RingLayoutSweep, size_params());
+DSV4_CASE_SWEEP_AS(Geometry, RingLayoutSweep, geometry_params());
 
 class RingLayout : public fx::GpuTest {};
 

@@ -70,26 +70,8 @@ void expect_fp64_agreement(const SamplingRenormCase& c, const fx::CaseRun& run) 
   EXPECT_LE(boundary_rows, 1) << "rows at the fixed-point boundary";
 }
 
-struct SweepParam {
-  SamplingRenormShape shape;
-  Launch launch = Launch::kEager;
-};
-void PrintTo(const SweepParam& p, std::ostream* os) {
-  *os << p.shape.str() << " " << fx::launch_name(p.launch);
-}
-std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
-  const auto& s = i.param.shape;
-  std::string kind = SamplingRenormShape{.rows = s.rows}.str();
-  kind = kind.substr(kind.rfind(' ') + 1);
-  for (auto& ch : kind)
-    if (ch == '-') ch = '_';
-  const char* variant = s.variant == Variant::kFused         ? "_fused"
-                        : s.variant == Variant::kMultiLaunch ? "_multi"
-                                                             : "";
-  return std::string(s.top_p ? "TopP" : "TopK") + "_B" + std::to_string(s.B) + "_V" +
-         std::to_string(s.V) + "_" + kind + variant +
-         (i.param.launch == Launch::kGraph ? "_graph" : "");
-}
+using SweepParam = fx::Sweep<SamplingRenormShape>;
+
 std::vector<SweepParam> sweep_params() {
   std::vector<SweepParam> v;
   // Rows over several blocks: once per variant (the others run kAuto).
@@ -121,6 +103,8 @@ std::vector<SweepParam> sweep_params() {
     // Many rows of several chunks: one block per row over every chunk.
     v.push_back({{.B = 520, .V = 5000, .top_p = top_p}});
     v.push_back({{.B = 6, .V = 3000, .top_p = top_p}, Launch::kGraph});
+    // Rows on the top-p boundary and rows whose kept sum depends on its order (golden-sized).
+    v.push_back({{.B = 4, .V = 1025, .top_p = top_p, .rows = RowKind::kBoundary}});
   }
   return v;
 }
@@ -147,8 +131,7 @@ TEST_P(SamplingRenormSweep, MatchesReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, SamplingRenormSweep, ::testing::ValuesIn(sweep_params()),
-                         sweep_name);
+DSV4_CASE_SWEEP(SamplingRenormSweep, sweep_params());
 
 class SamplingRenorm : public fx::GpuTest {};
 

@@ -46,6 +46,7 @@ struct Param {
   KvLayout extra = kV41;
   int64_t Pe = 64;
   Launch launch = Launch::kEager;
+  bool rope = false;  // compact_attention_hip's inverse RoPE (the split path applies it)
   SparseDecodeShape shape() const {
     // Enough pages for about twice the columns, so keys spread over pages (and repeat rarely).
     auto pages = [](size_t cols, int64_t p) {
@@ -63,21 +64,12 @@ struct Param {
            .extra_page_size = Pe,
            .extra_pages = pages(Ke, Pe)};
     s.splits = splits;
+    s.rope = rope;
     return s;
   }
+  fx::Vars vars() const { return fx::Sweep<SparseDecodeShape>{shape(), launch}.vars(); }
 };
-void PrintTo(const Param& p, std::ostream* os) {
-  *os << p.shape().str() << " " << fx::launch_name(p.launch);
-}
-std::string param_name(const ::testing::TestParamInfo<Param>& i) {
-  const Param& p = i.param;
-  std::string n = "B" + std::to_string(p.B) + "_H" + std::to_string(p.H) + "_K" +
-                  std::to_string(p.K) + "_" + kv_layout_name(p.layout) + "_P" + std::to_string(p.P);
-  if (p.Ke) n += std::string("_extra_") + kv_layout_name(p.extra) + "_Ke" + std::to_string(p.Ke);
-  if (p.splits) n += "_S" + std::to_string(p.splits);
-  if (p.launch == Launch::kGraph) n += "_graph";
-  return n;
-}
+void PrintTo(const Param& p, std::ostream* os) { *os << p.vars().str(); }
 
 std::vector<Param> params() {
   std::vector<Param> v = {
@@ -93,8 +85,9 @@ std::vector<Param> params() {
       {4, 16, 576, kFnuz, 64},
       {2, 64, 64, kFnuz, 1, 3, 64, kFnuz, 64},
       {2, 48, 576, kV41, 64, 0, 64, kFp4, 64},  // three blocks of 16 heads, an extra cache
-      // a second cache: the pairs SGLang accepts
+      // a second cache: the pairs SGLang accepts (v41 and v41_fp4 either way round)
       {4, 16, 576, kV41, 64, 0, 64, kFp4, 1},
+      {4, 16, 576, kFp4, 64, 0, 64, kV41, 1},
       {4, 64, 64, kFp4, 256, 0, 128, kFp4, 64},
       {2, 16, 2048, kV4, 64, 0, 64, kV4, 64},
       {74, 16, 64, kV41, 1, 0, 64, kV41, 256},
@@ -112,6 +105,11 @@ std::vector<Param> params() {
     p.launch = Launch::kGraph;
     v.push_back(p);
   }
+  // compact_attention_hip's inverse RoPE on the split path (split_combine rotates the output)
+  for (Param p : {Param{4, 16, 576, kV41, 64, 4}, Param{1, 16, 64, kFp4, 64, 2, 32, kV41, 1}}) {
+    p.rope = true;
+    v.push_back(p);
+  }
   return v;
 }
 
@@ -125,7 +123,7 @@ TEST_P(SparseDecodeSweep, WithinDerivedToleranceOfFp64) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, SparseDecodeSweep, ::testing::ValuesIn(params()), param_name);
+DSV4_CASE_SWEEP(SparseDecodeSweep, params());
 
 class SparseDecode : public fx::GpuTest {};
 
@@ -245,8 +243,8 @@ TEST(SparseDecodeLauncher, BadArgumentsNameTheField) {
   a = good();
   a.extra = a.main;
   a.main.layout = kFp4;
-  a.extra.layout = kV41;
-  EXPECT_THAT(err(a), HasSubstr("(main, extra) layouts (v41_fp4, v41)"));
+  a.extra.layout = KvLayout::kV4;
+  EXPECT_THAT(err(a), HasSubstr("(main, extra) layouts (v41_fp4, v4)"));
   a = good();
   a.errors = nullptr;
   EXPECT_THAT(err(a), HasSubstr("errors is null"));

@@ -58,18 +58,14 @@ struct SweepParam {
     mix.rope = rope;
     mix.bad_position = 0.1;
     if (B * S * H * D <= 8192) mix.n_pos = 16;  // small cases double as golden files
-    return {B, S, H, D, mix, variant};
+    SplitCombineShape s{B, S, H, D, mix, variant};
+    s.order_sensitive = order_sensitive;
+    return s;
   }
+  bool order_sensitive = false;  // lse terms whose sum depends on its order
+  fx::Vars vars() const { return fx::Sweep<SplitCombineShape>{shape(), launch}.vars(); }
 };
-void PrintTo(const SweepParam& p, std::ostream* os) {
-  *os << p.shape().str() << " " << fx::launch_name(p.launch);
-}
-std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& i) {
-  const auto& p = i.param;
-  return "B" + std::to_string(p.B) + "_S" + std::to_string(p.S) + "_H" + std::to_string(p.H) +
-         "_D" + std::to_string(p.D) + (p.sink ? "_sink" : "") + (p.rope ? "_rope" : "") +
-         (p.launch == Launch::kGraph ? "_graph" : "") + (p.variant == 1 ? "_per_lane" : "");
-}
+void PrintTo(const SweepParam& p, std::ostream* os) { *os << p.vars().str(); }
 std::vector<SweepParam> sweep() {
   std::vector<SweepParam> v = {
       // small: every edge of the generator (B >= 8: counts -1, 0, 1, S, S+1), golden-sized
@@ -97,6 +93,10 @@ std::vector<SweepParam> sweep() {
     p.launch = Launch::kGraph;
     v.push_back(p);
   }
+  // Rows whose lse sum is 1 in split order and 1 + 2^-23 in reverse (golden-sized).
+  SweepParam order{8, 5, 2, 64, true, true};
+  order.order_sensitive = true;
+  v.push_back(order);
   return v;
 }
 
@@ -112,7 +112,7 @@ TEST_P(SplitCombineSweep, BitwiseToFp32OrderAndCloseToFp64) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, SplitCombineSweep, ::testing::ValuesIn(sweep()), sweep_name);
+DSV4_CASE_SWEEP(SplitCombineSweep, sweep());
 
 class SplitCombine : public fx::GpuTest {};
 

@@ -185,5 +185,51 @@ TEST(IndexerTopk, AgreesWithAnIndependentFp64RankingAndKeepsItsInvariants) {
   }
 }
 
+// ---- SGLang's selection conventions ----------------------------------------------------------
+
+std::vector<int32_t> run_sel(const std::vector<float>& row, int32_t len, size_t K, bool sorted,
+                             it::Select sel) {
+  std::vector<int32_t> out(K, 99);
+  const std::vector<int32_t> lens = {len};
+  it::topk(row, lens, {.B = 1, .width = row.size(), .stride = row.size(), .K = K}, sorted, out,
+           sel);
+  return out;
+}
+
+// SGLang's kernels return exactly K indices when len > K: -inf keys fill the places the finite
+// ones leave (the smaller index first here), -NaN ranks last of all; the dsv4 rule leaves -1.
+TEST(IndexerTopkConventions, SglangSelectsExactlyKWithInfEligibleAndNegNaNLast) {
+  //                              0     1      2     3        4      5
+  const std::vector<float> row = {1.f, -kInf, 2.f, kNegNaN, -kInf, 3.f};
+  EXPECT_EQ(run_sel(row, 6, 4, true, it::Select::kDsv4), (std::vector<int32_t>{0, 2, 5, -1}));
+  EXPECT_EQ(run_sel(row, 6, 4, true, it::Select::kSglang), (std::vector<int32_t>{0, 1, 2, 5}));
+  EXPECT_EQ(run_sel(row, 6, 4, false, it::Select::kSglang), (std::vector<int32_t>{5, 2, 0, 1}));
+  EXPECT_EQ(run_sel(row, 6, 5, true, it::Select::kSglang), (std::vector<int32_t>{0, 1, 2, 4, 5}));
+  // -NaN is the very last: only K = 6 of 6 takes it (the trivial path, no score read).
+  EXPECT_EQ(run_sel(row, 6, 6, true, it::Select::kSglang),
+            (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+}
+
+// The mask step (SGLang's mask_topk_scores) turns every entry whose score is not > -inf into -1
+// in place: -inf and NaN of either sign, even the +NaN the radix key ranks first; -1 may stand
+// anywhere in the row, on the trivial path too.
+TEST(IndexerTopkConventions, MaskStepMirrorsMaskTopkScores) {
+  const std::vector<float> row = {1.f, -kInf, kNaN, 2.f, -kInf, 3.f};
+  // Unmasked: +NaN (2), 3 (5), 2 (3), 1 (0); the mask takes the +NaN out.
+  EXPECT_EQ(run_sel(row, 6, 4, true, it::Select::kSglang), (std::vector<int32_t>{0, 2, 3, 5}));
+  EXPECT_EQ(run_sel(row, 6, 4, true, it::Select::kSglangMasked),
+            (std::vector<int32_t>{0, -1, 3, 5}));
+  // K = 5 takes a -inf (1) as well, masked in place.
+  EXPECT_EQ(run_sel(row, 6, 5, true, it::Select::kSglangMasked),
+            (std::vector<int32_t>{0, -1, -1, 3, 5}));
+  EXPECT_EQ(run_sel(row, 3, 4, true, it::Select::kSglangMasked),
+            (std::vector<int32_t>{0, -1, -1, -1}));
+  std::vector<int32_t> raw = {5, 1, -1, 7};  // 7 is past the width: -1 too
+  it::mask_topk_scores(row, {.B = 1, .width = 6, .stride = 6, .K = 4}, raw);
+  EXPECT_EQ(raw, (std::vector<int32_t>{5, -1, -1, -1}));
+  EXPECT_FALSE(it::select_valid(3));
+  EXPECT_STREQ(it::select_name(it::Select::kSglangMasked), "sglang_masked");
+}
+
 }  // namespace
 }  // namespace dsv4

@@ -197,5 +197,59 @@ TEST(SamplingRenorm, InvariantsAndFixedPointAgreesWithFp64) {
   EXPECT_LE(boundary_cases, 2);
 }
 
+// ---- the top-p rule at exact equality, SGLang's k clamp, the kernel's strided partials -------
+
+// Mass from the top: 0.5, 0.75, 1.0 (every sum exact). At p = 0.75 the kept mass reaches p
+// exactly with {0.5, 0.25}: FlashInfer's rule (the default, and the kernel's fixed-point
+// boundary) stops there; SGLang's renorm.py keeps the next value (its mass above, 0.75, is not
+// more than p). A boundary made exclusive (M > p) in either pivot moves it to 0.125.
+TEST(SamplingRenormRules, TopPAtExactEqualityFollowsTheNamedRule) {
+  const std::vector<float> row = {0.125f, 0.5f, 0.125f, 0.25f};
+  EXPECT_EQ(sr::top_p_pivot(row, 0.75f), 0.25f);
+  EXPECT_EQ(sr::top_p_pivot_fixed(row, 0.75f), 0.25f);
+  EXPECT_EQ(sr::top_p_pivot(row, 0.75f, sr::TopPRule::kRenormPy), 0.125f);
+  EXPECT_EQ(sr::top_p_pivot_fixed(row, 0.75f, sr::TopPRule::kRenormPy), 0.125f);
+  EXPECT_EQ(topp(row, 0.75f, true), (std::vector<float>{0, 2.f / 3, 0, 1.f / 3}));
+  // Just off the boundary both rules agree.
+  for (float p : {std::nextafter(0.75f, 0.f), std::nextafter(0.75f, 1.f)})
+    EXPECT_EQ(sr::top_p_pivot_fixed(row, p), sr::top_p_pivot_fixed(row, p, sr::TopPRule::kRenormPy))
+        << p;
+  // At the top value's mass (p = 0.5) and at the whole mass (p = 1 keeps all anyway).
+  EXPECT_EQ(sr::top_p_pivot_fixed(row, 0.5f), 0.5f);
+  EXPECT_EQ(sr::top_p_pivot_fixed(row, 0.5f, sr::TopPRule::kRenormPy), 0.25f);
+}
+
+TEST(SamplingRenormRules, KClampFollowsSglang) {
+  const std::vector<float> row = {0.25f, 0.5f, 0.25f};
+  // The project's kernel: k <= 0 keeps all. SGLang: k clamped to 1 keeps the maximum.
+  EXPECT_EQ(sr::top_k_pivot(row, 0), 0.f);
+  EXPECT_EQ(sr::top_k_pivot(row, 0, sr::KRule::kClamp), 0.5f);
+  EXPECT_EQ(sr::top_k_pivot(row, -7, sr::KRule::kClamp), 0.5f);
+  EXPECT_EQ(sr::top_k_pivot(row, 9, sr::KRule::kClamp), 0.f);  // clamped to V: keeps all
+  std::vector<float> out(3);
+  sr::top_k(row, 3, std::vector<int32_t>{0}, out, sr::Arith::kKernel, sr::KRule::kClamp);
+  EXPECT_EQ(out, (std::vector<float>{0, 1, 0}));
+  // Ties at the clamped pivot stay together.
+  sr::top_k(std::vector<float>{0.5f, 0.5f}, 2, std::vector<int32_t>{-1}, out, sr::Arith::kKernel,
+            sr::KRule::kClamp);
+  EXPECT_EQ(out[0], 0.5f);
+}
+
+// One row of 1024: 1 at entry 0, 2^-25 everywhere else. The kernel's partial t adds entries t
+// and t + 512 (2^-25 + 2^-25 = 2^-24 for t >= 1; 1 + 2^-25 rounds to 1), then the tree of 512
+// pairs them up: at off = 256, 1 + 2^-24 ties to 1; from off = 128 on partial 0 gains 2^-23,
+// 2^-22, ..., 2^-16 exactly: S = 1 + 255 * 2^-23. Summed contiguously, each 2^-25 rounds away
+// against the 1 (S = 1); the fp64 sum is 1 + 1023 * 2^-25.
+TEST(SamplingRenorm, KernelArithmeticPairsStridedEntriesBeforeTheTree) {
+  std::vector<float> row(1024, std::ldexp(1.f, -25));
+  row[0] = 1.f;
+  const float S = 1.f + 255 * std::ldexp(1.f, -23);
+  const auto kern = topk(row, 0, sr::Arith::kKernel);
+  EXPECT_EQ(kern[0], 1.f / S);
+  EXPECT_EQ(kern[1], std::ldexp(1.f, -25) / S);
+  EXPECT_NE(kern[0], 1.f);  // what a contiguous sum would give
+  EXPECT_EQ(topk(row, 0)[0], float(1.0 / (1.0 + 1023 * std::ldexp(1.0, -25))));
+}
+
 }  // namespace
 }  // namespace dsv4

@@ -326,16 +326,41 @@ TEST(SparseDecodeChecks, BadInputsNameTheField) {
   in.main.page_size = 3;
   expect_message(in, "main.pool");
   sd::Cache extra = t.in().main;
-  extra.layout = KvLayout::kV41;
+  const std::vector<uint8_t> v4_pool(
+      size_t(extra.num_pages) * size_t(page_layout(KvLayout::kV4).page_bytes(extra.page_size)));
+  extra.layout = KvLayout::kV4;
+  extra.pool = v4_pool;
   in = t.in();
-  in.main.layout = KvLayout::kV41Fp4;
-  in.main.pool = std::span<const uint8_t>(t.p.bytes).first(
-      size_t(page_layout(KvLayout::kV41Fp4).page_bytes(2)));
   in.extra = &extra;
-  expect_message(in, "(main, extra) layouts (v41_fp4, v41)");
+  expect_message(in, "(main, extra) layouts (v41, v4)");
+  // Any pairing of v41 and v41_fp4, as SGLang's HIP kernel and its test take them.
   EXPECT_TRUE(sd::layout_pair_ok(KvLayout::kV41, KvLayout::kV41Fp4));
-  EXPECT_FALSE(sd::layout_pair_ok(KvLayout::kV41Fp4, KvLayout::kV41));
+  EXPECT_TRUE(sd::layout_pair_ok(KvLayout::kV41Fp4, KvLayout::kV41));
+  EXPECT_TRUE(sd::layout_pair_ok(KvLayout::kV41Fp4, KvLayout::kV41Fp4));
   EXPECT_FALSE(sd::layout_pair_ok(KvLayout::kV4, KvLayout::kV41));
+  EXPECT_FALSE(sd::layout_pair_ok(KvLayout::kV41, KvLayout::kV4));
+}
+
+// compact_attention_hip's inverse RoPE on TwoKeys: rope_dim 512 rotates the pair (1.5, 1.75)
+// at 90 degrees (cos 0, sin 1) to (1.75, -1.5); a position outside the table is an error, once
+// per query, and leaves the output unrotated.
+TEST(SparseDecodeHand, InverseRopeRotatesTheTailBack) {
+  TwoKeys t;
+  std::vector<float> table(512);
+  for (size_t i = 0; i < 512; i += 2) table[i] = 0, table[i + 1] = 1;
+  for (int64_t pos : {int64_t(0), int64_t(1)}) {
+    const std::vector<int64_t> positions = {pos};
+    sd::Inputs in = t.in();
+    in.cos_sin = table;
+    in.positions = positions;
+    in.rope_dim = 512;
+    const sd::Outputs r = sd::decode_f64(in);
+    EXPECT_NEAR(r.out[0], pos == 0 ? 1.75 : 1.5, 1e-7) << pos;  // sm_scale is ln3/2 in fp32
+    EXPECT_NEAR(r.out[1], pos == 0 ? -1.5 : 1.75, 1e-7) << pos;
+    EXPECT_EQ(r.errors, pos == 0 ? 0 : 1);
+    // The tolerance grows by the second bf16 rounding of a rotated output.
+    EXPECT_GT(sd::tolerance(in).out_atol, sd::tolerance(t.in()).out_atol);
+  }
 }
 
 }  // namespace

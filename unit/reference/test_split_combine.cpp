@@ -381,5 +381,76 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SplitCombineAgreement,
                                   (info.param.rope ? "_rope" : "");
                          });
 
+// ---- the order of the lse sum, SGLang's unnormalised partials, empty rows through the RoPE --
+
+// lse 0, -24, -24: summed in split order 1 + 2^-24 rounds to 1 and so does the next 2^-24, so
+// lse_out is exactly 0 (and den 1, out the first split's value); summed from the last split the
+// two 2^-24 meet first and 1 + 2^-23 survives (lse_out = 2^-23 / log2 e, about 8e-8).
+TEST(SplitCombineHand, LseSumsTheSplitsInSplitOrder) {
+  const Hand h = hand({3, 5, 7}, {0, -24, -24});
+  const sc::Outputs r = sc::combine_f32(h.in());
+  EXPECT_EQ(r.lse[0], 0.0f);
+  EXPECT_EQ(out_values(r), std::vector<float>(4, 3.0f));
+  EXPECT_NE(sc::combine_f64(h.in()).lse[0], 0.0);
+}
+
+// SGLang's (acc, m, l): one split of lse 3 as m = 1, l = 4, acc = 4 * o; another of lse 0 as
+// m = -2, l = 4. Base-2 m (the HIP reducer) gives the normalised merge's bits here (every step
+// exact); natural m (SM100) the same values within the fp64 merge; an empty split (l = 0) and
+// NaN partials past the count are never read.
+TEST(SplitCombineHand, SglangsUnnormalisedPartialsMergeLikeTheNormalisedOnes) {
+  const Hand h = hand({3, 6, 0}, {3, 0, -kInf});
+  const sc::Outputs want = sc::combine_f32(h.in());
+  std::vector<float> acc, m = {1, -2, -kInf}, l = {4, 4, 0};
+  for (float v : {12.f, 24.f, kNaN}) acc.insert(acc.end(), 4, v);
+  sc::Unnormalised un{acc, m, l, true};
+  sc::Inputs in = h.in();
+  in.o = {};
+  in.lse = {};
+  in.un = &un;
+  const sc::Outputs got = sc::combine_f32(in);
+  EXPECT_EQ(out_values(got), out_values(want));
+  EXPECT_NEAR(got.lse[0], want.lse[0], 1e-6);
+  std::vector<float> m_nat = {float(1 * std::log(2.0)), float(-2 * std::log(2.0)), -kInf};
+  sc::Unnormalised nat{acc, m_nat, l, false};
+  in.un = &nat;
+  const sc::OutputsF64 f = sc::combine_f64(in);
+  const sc::OutputsF64 g = sc::combine_f64(h.in());
+  for (size_t d = 0; d < 4; ++d) EXPECT_NEAR(f.out[d], g.out[d], 1e-6);
+  EXPECT_NEAR(f.lse[0], g.lse[0], 1e-6);
+  for (float x : out_values(sc::combine_f32(in))) EXPECT_NEAR(x, g.out[0], 1.0 / 32);
+  // An empty row in SGLang's layout is 0 and lse +inf, not NaN.
+  std::vector<float> l0 = {0, 0, 0};
+  sc::Unnormalised none{acc, m, l0, true};
+  in.un = &none;
+  const sc::Outputs e = sc::combine_f32(in);
+  EXPECT_EQ(out_values(e), std::vector<float>(4, 0.f));
+  EXPECT_EQ(e.lse[0], kInf);
+}
+
+// An empty row rotated by the inverse RoPE as SGLang rotates it: at cos -1, sin 0 the odd value
+// of a pair is fmaf(0, -1, -(0 * 0)) = -0 (bf16 0x8000); unrotated (the project's kernel) +0.
+TEST(SplitCombineHand, EmptyRowThroughTheInverseRopeIsMinusZero) {
+  Hand h = hand({1}, {-kInf});
+  const std::vector<float> table = {-1, 0};
+  const std::vector<int64_t> positions = {0};
+  sc::Rope rope{table, positions, 2};
+  sc::Inputs in = h.in();
+  in.rope = &rope;
+  sc::Outputs r = sc::combine_f32(in);
+  EXPECT_EQ(r.out[3].bits, 0x0000u);
+  in.rotate_empty = true;
+  r = sc::combine_f32(in);
+  EXPECT_EQ(r.out[2].bits, 0x0000u);
+  EXPECT_EQ(r.out[3].bits, 0x8000u);
+  EXPECT_EQ(r.out[0].bits, 0x0000u);  // the head is not rotated
+  // A +inf sink's zeros likewise.
+  Hand s = hand({1}, {0}, {kInf});
+  sc::Inputs si = s.in();
+  si.rope = &rope;
+  si.rotate_empty = true;
+  EXPECT_EQ(sc::combine_f32(si).out[3].bits, 0x8000u);
+}
+
 }  // namespace
 }  // namespace dsv4

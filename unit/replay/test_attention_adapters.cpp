@@ -137,7 +137,7 @@ TEST_F(AttentionAdapters, SparseDecodeRejectsAnUnacceptedLayoutPair) {
          .page_size = 16,
          .num_pages = 2,
          .Ke = 8,
-         .extra_layout = KvLayout::kV41,
+         .extra_layout = KvLayout::kV4,
          .extra_page_size = 16,
          .extra_pages = 2};
   const cases::SparseDecodeCase k(s);
@@ -147,7 +147,7 @@ TEST_F(AttentionAdapters, SparseDecodeRejectsAnUnacceptedLayoutPair) {
   c.got["errors"] = st::Tensor::scalar<int64_t>(0);
   const Result r = replay(c, "pair");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.report, HasSubstr("(main, extra) layouts (v41_fp4, v41)"));
+  EXPECT_THAT(r.report, HasSubstr("(main, extra) layouts (v41_fp4, v4)"));
 }
 
 }  // namespace

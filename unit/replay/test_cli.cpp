@@ -93,13 +93,26 @@ TEST_F(ReplayCli, MismatchExitsOneAndPrintsCoordinates) {
 }
 
 TEST_F(ReplayCli, BadUsageExitsTwo) {
-  for (const char* args : {"", "--frobnicate x.safetensors", "a.safetensors b.safetensors",
-                           "--family", "--reference --device x.safetensors"}) {
+  for (const char* args :
+       {"", "--frobnicate x.safetensors", "a.safetensors b.safetensors", "--family",
+        "--reference --device x.safetensors", "--strict --tolerant x.safetensors"}) {
     SCOPED_TRACE(args);
     const Invocation r = replay(args);
     EXPECT_EQ(r.code, 2) << r.output;
     EXPECT_THAT(r.output, HasSubstr("usage: dsv4-replay"));
   }
+}
+
+// The verdict flags: a project case is strict by default, --tolerant names the verdict, and a
+// family without a foreign verdict (smoke) keeps its comparator under either.
+TEST_F(ReplayCli, StrictAndTolerantNameTheVerdict) {
+  Invocation r = replay(good_);
+  EXPECT_THAT(r.output, HasSubstr("source: dsv4, verdict: strict"));
+  r = replay(good_ + " --tolerant");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("verdict: tolerant"));
+  EXPECT_EQ(replay(bad_ + " --tolerant").code, 1);
+  EXPECT_EQ(replay(bad_ + " --strict").code, 1);
 }
 
 TEST_F(ReplayCli, MalformedOrMissingCaseFileExitsTwo) {

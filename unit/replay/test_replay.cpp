@@ -79,7 +79,7 @@ TEST_F(Replay, SmokeIsRegisteredWithReferenceDeviceAndComparator) {
   EXPECT_THAT(names, ::testing::Contains("smoke"));
   const Family* f = find_family("smoke");
   ASSERT_NE(f, nullptr);
-  EXPECT_TRUE(f->reference && f->device && f->compare);
+  EXPECT_TRUE(f->make);
   EXPECT_THAT(f->summary, HasSubstr("in.x"));
   EXPECT_EQ(find_family("no_such_family"), nullptr);
   EXPECT_THROW(register_family(*f), std::logic_error) << "a second 'smoke' must be refused";
@@ -207,7 +207,7 @@ TEST_F(Replay, RefusalsCarryExitCodeTwo) {
   c.write(path("dtype.safetensors"));
   r = run({path("dtype.safetensors"), "", Mode::kReference});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.report, HasSubstr("tensor 'in.x' field 'dtype': is F64, expected F32"));
+  EXPECT_THAT(r.report, HasSubstr("tensor 'in.x' field 'dtype': F64, the smoke case layout reads F32"));
   c = smoke_case(x, affine(x, kScale, kBias));
   c.inputs["scale"] = st::Tensor::of(std::vector<float>{1, 2});
   c.write(path("scalar.safetensors"));

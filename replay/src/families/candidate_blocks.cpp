@@ -2,13 +2,18 @@
 #include "dsv4/cases/candidate_blocks.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <limits>
+#include <span>
 #include <sstream>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/indexer_topk.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/kernels/candidate_blocks.hpp"
 #include "dsv4/ref/candidate_blocks.hpp"
+#include "dsv4/ref/indexer_topk.hpp"
 #include "dsv4/replay/replay.hpp"
 
 namespace dsv4::cases {
@@ -28,28 +33,26 @@ int64_t width_of(const fx::Tensors& in) {
 
 }  // namespace
 
-std::string CandidateBlocksShape::str() const {
-  std::ostringstream os;
-  os << "B=" << B << " width=" << width
-     << (len < 0 ? std::string(" ragged") : " len=" + std::to_string(len)) << " bs=" << bs
-     << " nb=" << nb << " K=" << K;
-  if (wave) os << " W=" << wave;
-  if (ties) os << " ties";
-  if (hostile) os << " hostile";
-  return os.str();
+fx::Vars CandidateBlocksShape::vars() const {
+  fx::Vars v;
+  v.add("B", B).add("width", width);
+  if (len < 0)
+    v.flag("ragged");
+  else
+    v.add("len", len);
+  v.add("bs", bs).add("nb", nb).add("K", K);
+  if (wave) v.add("W", wave);
+  return v.flag("ties", ties).flag("hostile", hostile);
 }
 
 CandidateBlocksCase::CandidateBlocksCase(const fx::Tensors& in) {
-  const st::Tensor& scores = input(in, "scores");
-  if (scores.shape.size() != 2) scores.throw_shape("in.scores", "2-d [B, stride]");
-  shape_.B = int64_t(scores.shape[0]);
+  // Presence, dtypes and sizes: declared_inputs(), checked before a case file reaches here.
+  shape_.B = int64_t(input(in, "scores").shape.at(0));
   shape_.width = width_of(in);
   shape_.bs = input(in, "bs").item<int64_t>("in.bs");
   shape_.nb = input(in, "nb").item<int64_t>("in.nb");
   shape_.K = input(in, "K").item<int64_t>("in.K");
   if (in.count("wave")) shape_.wave = input(in, "wave").item<int32_t>("in.wave");
-  if (input(in, "lens").numel() != uint64_t(shape_.B))
-    input(in, "lens").throw_shape("in.lens", "[" + std::to_string(shape_.B) + "]");
 }
 
 fx::Tensors CandidateBlocksCase::draw(fx::Rng& rng) const {
@@ -122,10 +125,117 @@ std::string CandidateBlocksCase::cannot_run() const {
   return wave_cannot_run(shape_.wave, kern::wave_supported(shape_.wave));
 }
 
+std::vector<int32_t> normalise_blocks(std::vector<int32_t> blocks, size_t nb,
+                                      const std::vector<int64_t>& n_blocks) {
+  for (size_t b = 0; b < n_blocks.size(); ++b) {
+    int32_t* row = blocks.data() + b * nb;
+    for (size_t j = 0; j < nb; ++j)
+      if (row[j] < 0 || row[j] >= n_blocks[b]) row[j] = -1;
+    std::sort(row, row + nb,
+              [](int32_t x, int32_t y) { return (x < 0) != (y < 0) ? y < 0 : x < y; });
+  }
+  return blocks;
+}
+
+::testing::AssertionResult CandidateBlocksCase::compare_foreign(const fx::OutputSpec& spec,
+                                                                const st::Tensor& got,
+                                                                const st::Tensor& want,
+                                                                const fx::Tensors& in) const {
+  if (got.shape != want.shape || got.dtype != st::DType::I32)
+    return fx::bitwise_tensors(got, want, spec.name);
+  namespace topk = ::dsv4::ref::indexer_topk;
+  const st::Tensor& scores = input(in, "scores");
+  const auto sc = scores.values<float>("in.scores");
+  const auto lens = input(in, "lens").values<int32_t>("in.lens");
+  const size_t B = got.shape[0], W = got.shape[1], stride = scores.shape[1];
+  const size_t bs = size_t(shape_.bs), nb = size_t(shape_.nb);
+  const int64_t width = width_of(in);
+  std::vector<int64_t> n_blocks(B);
+  for (size_t b = 0; b < B; ++b)
+    n_blocks[b] = (std::clamp<int64_t>(lens[b], 0, width) + int64_t(bs) - 1) / int64_t(bs);
+  std::vector<int32_t> g = got.values<int32_t>();
+  if (spec.name == "blocks")
+    g = normalise_blocks(std::move(g), W, n_blocks);
+  else
+    for (size_t b = 0; b < B; ++b)
+      std::sort(g.begin() + ptrdiff_t(b * W), g.begin() + ptrdiff_t((b + 1) * W),
+                [](int32_t x, int32_t y) { return (x < 0) != (y < 0) ? y < 0 : x < y; });
+  auto r = ::testing::AssertionFailure();
+  size_t bad = 0;
+  for (size_t b = 0; b < B; ++b) {
+    const size_t len = size_t(std::clamp<int64_t>(lens[b], 0, width));
+    const std::span<const float> row(sc.data() + b * stride, size_t(width));
+    const size_t n = size_t(n_blocks[b]);
+    std::vector<float> bscore(n);
+    for (size_t j = 0; j < n; ++j)
+      bscore[j] = j + 1 == n ? INFINITY : ref::block_score(row, len, bs, j);
+    auto block_candidate = [&](int64_t j) { return topk::eligible(bscore[size_t(j)]); };
+    auto not_nan_block = [&](int64_t j) { return !std::isnan(bscore[size_t(j)]); };
+    std::string why;
+    if (spec.name == "blocks") {
+      why = judge_selection(bscore.data(), int64_t(n), nb, block_candidate, not_nan_block, true,
+                            false, &g[b * W], W, nullptr);
+    } else {
+      // The chosen blocks: those above the block cut-off, and of the tied ones at the cut-off
+      // those the keys name first, then the lowest-numbered (a tie SGLang may break either way).
+      std::vector<uint32_t> keys;
+      for (size_t j = 0; j < n; ++j)
+        if (block_candidate(int64_t(j))) keys.push_back(topk::order_key(bscore[j]));
+      const size_t m = std::min(nb, keys.size());
+      std::vector<char> chosen(n, 0);
+      if (m > 0) {
+        std::nth_element(keys.begin(), keys.begin() + ptrdiff_t(m - 1), keys.end(),
+                         std::greater<>());
+        const uint32_t cut = keys[m - 1];
+        size_t left = m;
+        std::vector<size_t> tied;
+        for (size_t j = 0; j < n; ++j) {
+          if (!block_candidate(int64_t(j))) continue;
+          const uint32_t k = topk::order_key(bscore[j]);
+          if (k > cut) chosen[j] = 1, --left;
+          if (k == cut) tied.push_back(j);
+        }
+        for (size_t j = 0; j < W && left; ++j) {
+          const int32_t v = g[b * W + j];
+          if (v < 0 || size_t(v) >= len) continue;
+          const size_t blk = size_t(v) / bs;
+          if (std::find(tied.begin(), tied.end(), blk) != tied.end() && !chosen[blk])
+            chosen[blk] = 1, --left;
+        }
+        for (size_t t : tied)
+          if (left && !chosen[t]) chosen[t] = 1, --left;
+        for (size_t j = 0; j < n; ++j)
+          if (std::isnan(bscore[j])) chosen[j] = 0;  // a NaN block yields nothing
+      }
+      why = judge_selection(
+          row.data(), int64_t(len), size_t(shape_.K),
+          [&](int64_t i) { return chosen[size_t(i) / bs] && topk::eligible(row[size_t(i)]); },
+          [&](int64_t i) { return !std::isnan(row[size_t(i)]); }, true, false, &g[b * W], W,
+          nullptr);
+    }
+    if (why.empty()) continue;
+    if (bad++ < 4) r << spec.name << " row " << b << ": " << why << "\n";
+  }
+  if (!bad) return ::testing::AssertionSuccess();
+  return r << spec.name << ": " << bad << " of " << B
+           << " rows are no selection SGLang's two-level rule allows (tied blocks and keys at a "
+              "cut-off accepted; lists normalised)";
+}
+
+InputDecls CandidateBlocksCase::declared_inputs() {
+  return {{"scores", st::DType::F32, {"B", "stride"}},
+          {"lens", st::DType::I32, {"B"}},
+          {"bs", st::DType::I64, {}},
+          {"nb", st::DType::I64, {}},
+          {"K", st::DType::I64, {}},
+          {"width", st::DType::I64, {}, true, "default stride"},
+          {"wave", st::DType::I32, {}, true}};
+}
+
 }  // namespace dsv4::cases
 
-DSV4_KERNEL_FAMILY("candidate_blocks",
-                   "in.scores F32[B, stride], in.lens I32[B], in.bs I64, in.nb I64, in.K I64, "
-                   "optional in.width I64 (default stride), in.wave I32 -> blocks I32[B, nb], keys "
-                   "I32[B, K] (ascending, -1 last); bitwise",
-                   ::dsv4::cases::CandidateBlocksCase)
+DSV4_DECLARED_FAMILY(
+    "candidate_blocks", ::dsv4::cases::CandidateBlocksCase,
+    "blocks I32[B, nb], keys I32[B, K] (ascending, -1 last); bitwise. A foreign source: "
+    "published lists normalised (padding -> -1, ascending), tied blocks and keys "
+    "accepted")

@@ -84,16 +84,15 @@ std::string hex_byte(uint8_t b) {
 
 }  // namespace
 
-std::string CompactPagesShape::str() const {
-  std::ostringstream os;
-  os << op_name(op) << " " << kv_layout_name(layout) << " P=" << page_size
-     << " pages=" << num_pages;
-  if (!whole_pages) os << " T=" << T;
-  if (whole_pages) os << " whole";
-  if (stride) os << " stride=" << stride;
-  if (values_per_lane) os << " V=" << values_per_lane;
-  if (variant) os << " variant=" << variant;
-  return os.str();
+fx::Vars CompactPagesShape::vars() const {
+  fx::Vars v;
+  v.flag(op_name(op)).flag(kv_layout_name(layout)).add("P", page_size).add("pages", num_pages);
+  if (!whole_pages) v.add("T", T);
+  v.flag("whole", whole_pages);
+  if (stride) v.add("stride", stride);
+  if (values_per_lane) v.add("V", values_per_lane);
+  if (variant) v.add("variant", variant);
+  return v;
 }
 
 std::vector<bf16> hostile_rows(fx::Rng& rng, KvLayout l, size_t T, size_t stride) {
@@ -440,20 +439,11 @@ namespace {
       [](const ::dsv4::fx::Tensors& in) -> std::unique_ptr<::dsv4::fx::KernelCase> {
         return std::make_unique<::dsv4::cases::CompactPagesCase>(in);
       });
-  auto with_meta = [](const Case& c) {
-    Case d = c;
-    d.inputs = ::dsv4::cases::with_case_metadata(c);
-    return d;
-  };
-  f.reference = [inner = f.reference, with_meta](const Case& c) { return inner(with_meta(c)); };
-  if (f.device)
-    f.device = [inner = f.device, with_meta](const Case& c) { return inner(with_meta(c)); };
-  f.golden_bitwise = [inner = f.golden_bitwise, with_meta](const Case& c) {
-    return inner(with_meta(c));
-  };
-  f.compare = [inner = f.compare, with_meta](const std::string& o, const ::dsv4::fx::st::Tensor& g,
-                                             const ::dsv4::fx::st::Tensor& w, const Case& c) {
-    return inner(o, g, w, with_meta(c));
+  // The factory reads the metadata as inputs.
+  f.make = [](const Case& c) {
+    ::dsv4::fx::Tensors in = ::dsv4::cases::with_case_metadata(c);
+    auto k = std::make_unique<::dsv4::cases::CompactPagesCase>(in);
+    return ::dsv4::replay::Family::Bound{std::move(k), std::move(in)};
   };
   return f;
 }

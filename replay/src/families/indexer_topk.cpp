@@ -2,10 +2,13 @@
 #include "dsv4/cases/indexer_topk.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <sstream>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/kernels/indexer_topk.hpp"
 #include "dsv4/ref/indexer_topk.hpp"
@@ -58,38 +61,45 @@ int64_t width_of(const fx::Tensors& in) {
 
 }  // namespace
 
-std::string IndexerTopkShape::str() const {
-  std::ostringstream os;
-  os << "B=" << B << " width=" << width;
-  if (stride) os << " stride=" << stride;
-  os << " K=" << K << (len < 0 ? std::string(" ragged") : " len=" + std::to_string(len));
-  if (sorted) os << " sorted";
-  if (wave) os << " W=" << wave;
-  if (page_bits >= 0) os << " pages=2^" << page_bits << (permuted ? " permuted" : " identity");
-  if (scores == ScoreKind::kTies) os << " ties";
-  if (scores == ScoreKind::kHostile) os << " hostile";
-  return os.str();
+fx::Vars IndexerTopkShape::vars() const {
+  fx::Vars v;
+  v.add("B", B).add("width", width);
+  if (stride) v.add("stride", stride);
+  v.add("K", K);
+  if (len < 0)
+    v.flag("ragged");
+  else
+    v.add("len", len);
+  v.flag("sorted", sorted);
+  if (wave) v.add("W", wave);
+  if (page_bits >= 0)
+    v.add("pages", "2^" + std::to_string(page_bits)).flag(permuted ? "permuted" : "identity");
+  v.flag("ties", scores == ScoreKind::kTies).flag("hostile", scores == ScoreKind::kHostile);
+  if (select) v.add("select", ref::select_name(ref::Select(select)));
+  return v.flag("no-raw", !raw_out);
 }
 
 IndexerTopkCase::IndexerTopkCase(const fx::Tensors& in) {
+  // Presence, dtypes and sizes: declared_inputs(), checked before a case file reaches here.
   const st::Tensor& scores = input(in, "scores");
-  if (scores.shape.size() != 2) scores.throw_shape("in.scores", "2-d [B, stride]");
-  shape_.B = int64_t(scores.shape[0]);
-  shape_.stride = int64_t(scores.shape[1]);
+  shape_.B = int64_t(scores.shape.at(0));
+  shape_.stride = int64_t(scores.shape.at(1));
   shape_.width = width_of(in);
   shape_.K = input(in, "K").item<int64_t>("in.K");
   shape_.sorted = input(in, "sorted").item<int32_t>("in.sorted") != 0;
-  if (input(in, "lens").numel() != uint64_t(shape_.B))
-    input(in, "lens").throw_shape("in.lens", "[" + std::to_string(shape_.B) + "]");
   if (in.count("wave")) shape_.wave = input(in, "wave").item<int32_t>("in.wave");
-  if (in.count("page_table")) {
+  if (in.count("page_table"))
     shape_.page_bits = input(in, "page_bits").item<int32_t>("in.page_bits");
-    const st::Tensor& pt = input(in, "page_table");
-    if (pt.shape.size() != 2 || pt.shape[0] != uint64_t(shape_.B))
-      pt.throw_shape("in.page_table", "[" + std::to_string(shape_.B) + ", pages]");
-  }
   if (shape_.K < 1 || shape_.K > 2048)
     throw std::invalid_argument("in.K=" + std::to_string(shape_.K) + " must be in [1, 2048]");
+  if (in.count("select")) {
+    shape_.select = input(in, "select").item<int32_t>("in.select");
+    if (!ref::select_valid(shape_.select))
+      throw st::FormatError("case", "in.select", "value",
+                            std::to_string(shape_.select) +
+                                " is not a selection (0 dsv4, 1 sglang, 2 sglang_masked)");
+  }
+  if (in.count("raw_out")) shape_.raw_out = input(in, "raw_out").item<int32_t>("in.raw_out") != 0;
 }
 
 fx::Tensors IndexerTopkCase::draw(fx::Rng& rng) const {
@@ -110,6 +120,8 @@ fx::Tensors IndexerTopkCase::draw(fx::Rng& rng) const {
   in["K"] = st::Tensor::scalar<int64_t>(s.K);
   in["sorted"] = st::Tensor::scalar<int32_t>(s.sorted ? 1 : 0);
   if (s.wave) in["wave"] = st::Tensor::scalar<int32_t>(s.wave);
+  if (s.select) in["select"] = st::Tensor::scalar<int32_t>(s.select);
+  if (!s.raw_out) in["raw_out"] = st::Tensor::scalar<int32_t>(0);
   if (s.page_bits >= 0) {
     const size_t pages = std::max<size_t>(1, (W + (size_t(1) << s.page_bits) - 1) >> s.page_bits);
     std::vector<int32_t> pt(B * pages);
@@ -128,7 +140,7 @@ fx::Tensors IndexerTopkCase::draw(fx::Rng& rng) const {
 std::vector<fx::OutputSpec> IndexerTopkCase::outputs(const fx::Tensors& in) const {
   const uint64_t B = input(in, "scores").shape.at(0), K = uint64_t(shape_.K);
   std::vector<fx::OutputSpec> o = {{.name = "out", .dtype = st::DType::I32, .shape = {B, K}}};
-  if (in.count("page_table"))
+  if (in.count("page_table") && shape_.raw_out)
     o.push_back({.name = "raw", .dtype = st::DType::I32, .shape = {B, K}});
   return o;
 }
@@ -138,16 +150,40 @@ fx::Tensors IndexerTopkCase::reference(const fx::Tensors& in) const {
   const size_t B = scores.shape[0], K = size_t(shape_.K);
   const auto sc = scores.values<float>("in.scores");
   const auto lens = input(in, "lens").values<int32_t>("in.lens");
+  const ref::Rows rows{.B = B, .width = size_t(width_of(in)), .stride = scores.shape[1], .K = K};
+  const auto sel = ref::Select(shape_.select);
+  const bool masked = sel == ref::Select::kSglangMasked;
   std::vector<int32_t> raw(B * K);
-  ref::topk(sc, lens, {.B = B, .width = size_t(width_of(in)), .stride = scores.shape[1], .K = K},
-            shape_.sorted, raw);
-  if (!in.count("page_table")) return {{"out", st::Tensor::of<int32_t>({B, K}, raw)}};
+  // The mask step comes last (after the page transform and a sort by slot), as in SGLang.
+  ref::topk(sc, lens, rows, shape_.sorted, raw, masked ? ref::Select::kSglang : sel);
+  std::vector<int32_t> masked_raw = raw;
+  if (masked) ref::mask_topk_scores(sc, rows, masked_raw);
+  if (!in.count("page_table")) return {{"out", st::Tensor::of<int32_t>({B, K}, masked_raw)}};
   const st::Tensor& pt = input(in, "page_table");
   std::vector<int32_t> paged(B * K);
   ref::page_transform(raw, K, pt.values<int32_t>("in.page_table"), pt.shape[1],
                       input(in, "page_bits").item<int32_t>("in.page_bits"), paged);
-  return {{"out", st::Tensor::of<int32_t>({B, K}, paged)},
-          {"raw", st::Tensor::of<int32_t>({B, K}, raw)}};
+  if (!shape_.raw_out && shape_.sorted)
+    for (size_t b = 0; b < B; ++b) {  // by slot, -1 last, each raw index kept beside its slot
+      std::vector<std::pair<int32_t, int32_t>> row;
+      for (size_t j = 0; j < K; ++j) row.push_back({paged[b * K + j], raw[b * K + j]});
+      std::stable_sort(row.begin(), row.end(), [](const auto& x, const auto& y) {
+        return (x.first < 0) != (y.first < 0) ? y.first < 0 : x.first < y.first;
+      });
+      for (size_t j = 0; j < K; ++j) {
+        paged[b * K + j] = row[j].first;
+        raw[b * K + j] = row[j].second;
+      }
+    }
+  if (masked) {
+    masked_raw = raw;
+    ref::mask_topk_scores(sc, rows, masked_raw);
+    for (size_t i = 0; i < B * K; ++i)
+      if (masked_raw[i] < 0) paged[i] = -1;
+  }
+  fx::Tensors out = {{"out", st::Tensor::of<int32_t>({B, K}, paged)}};
+  if (shape_.raw_out) out["raw"] = st::Tensor::of<int32_t>({B, K}, masked_raw);
+  return out;
 }
 
 void IndexerTopkCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
@@ -180,12 +216,148 @@ std::string wave_cannot_run(int W, bool built) {
 }
 
 std::string IndexerTopkCase::cannot_run() const {
+  if (shape_.select != 0)
+    return std::string("the project's kernel selects by the dsv4 rule only (in.select=0), not ") +
+           ref::select_name(ref::Select(shape_.select));
+  if (!shape_.raw_out) return "the project's kernel writes the raw output beside a paged one";
   return wave_cannot_run(shape_.wave, kern::wave_supported(shape_.wave));
+}
+
+std::string judge_selection(const float* row, int64_t len, size_t n,
+                            const std::function<bool(int64_t)>& candidate,
+                            const std::function<bool(int64_t)>& survives, bool sorted,
+                            bool minus_one_anywhere, const int32_t* got, size_t K,
+                            const int32_t* order) {
+  std::vector<uint32_t> keys;
+  for (int64_t i = 0; i < len; ++i)
+    if (candidate(i)) keys.push_back(ref::order_key(row[i]));
+  n = std::min(n, keys.size());
+  uint32_t cut = 0;
+  if (n > 0) {
+    std::nth_element(keys.begin(), keys.begin() + ptrdiff_t(n - 1), keys.end(), std::greater<>());
+    cut = keys[n - 1];
+  }
+  size_t above = 0, above_kept = 0;
+  bool cut_survives = true;
+  for (int64_t i = 0; i < len; ++i) {
+    if (!candidate(i)) continue;
+    const uint32_t k = ref::order_key(row[i]);
+    if (k > cut) ++above, above_kept += survives(i);
+    if (k == cut) cut_survives = survives(i);  // tied keys are equal bits
+  }
+  const size_t want = above_kept + (cut_survives && n > above ? n - above : 0);
+  std::ostringstream why;
+  std::vector<char> seen(size_t(std::max<int64_t>(len, 0)), 0);
+  size_t valid = 0;
+  bool minus_one = false;
+  int64_t prev = -1;
+  for (size_t j = 0; j < K; ++j) {
+    const int32_t v = got[j];
+    if (v == -1) {
+      minus_one = true;
+      continue;
+    }
+    if (v < 0 || v >= len) {
+      why << "entry " << j << " = " << v << " lies outside [0, " << len << ")";
+      return why.str();
+    }
+    if (seen[size_t(v)]++) {
+      why << "index " << v << " appears twice";
+      return why.str();
+    }
+    ++valid;
+    if (!candidate(v)) {
+      why << "index " << v << " (score " << row[v] << ") is never selected by this rule";
+      return why.str();
+    }
+    if (n == 0 || ref::order_key(row[v]) < cut) {
+      why << "index " << v << " scores " << row[v] << ", below the cut-off";
+      return why.str();
+    }
+    if (!survives(v)) {
+      why << "index " << v << " scores " << row[v] << ", which the rule turns into -1";
+      return why.str();
+    }
+    if (minus_one && !minus_one_anywhere) {
+      why << "a -1 before the selection at entry " << j;
+      return why.str();
+    }
+    const int64_t o = order ? order[j] : v;
+    if (sorted && prev >= 0 && o <= prev) {
+      why << "entry " << j << " (" << o << ") does not ascend from " << prev;
+      return why.str();
+    }
+    prev = o;
+  }
+  for (int64_t i = 0; i < len; ++i)
+    if (candidate(i) && survives(i) && ref::order_key(row[i]) > cut && !seen[size_t(i)]) {
+      why << "index " << i << " scores " << row[i] << ", above the cut-off, and is missing";
+      return why.str();
+    }
+  if (valid != want) {
+    why << valid << " selections, the row needs " << want;
+    return why.str();
+  }
+  return "";
+}
+
+std::string judge_topk_row(const float* row, int64_t len, size_t K, int sel, bool sorted,
+                           const int32_t* got, const int32_t* order) {
+  const bool masked = sel == int(ref::Select::kSglangMasked);
+  const bool trivial = len <= int64_t(K);
+  return judge_selection(
+      row, len, trivial ? size_t(std::max<int64_t>(len, 0)) : K,
+      [&](int64_t i) { return trivial || sel != 0 || ref::eligible(row[i]); },
+      [&](int64_t i) { return !masked || row[i] > -INFINITY; }, sorted, masked, got, K, order);
+}
+
+::testing::AssertionResult IndexerTopkCase::compare_foreign(const fx::OutputSpec& spec,
+                                                            const st::Tensor& got,
+                                                            const st::Tensor& want,
+                                                            const fx::Tensors& in) const {
+  if (got.shape != want.shape || got.dtype != st::DType::I32)
+    return fx::bitwise_tensors(got, want, spec.name);
+  const st::Tensor& scores = input(in, "scores");
+  const auto sc = scores.values<float>("in.scores");
+  const auto lens = input(in, "lens").values<int32_t>("in.lens");
+  const size_t B = got.shape[0], K = got.shape[1], stride = scores.shape[1];
+  const int64_t width = width_of(in);
+  const std::vector<int32_t> g = got.values<int32_t>();
+  std::vector<int32_t> raw = g;
+  const bool paged = spec.name == "out" && in.count("page_table");
+  if (paged) {
+    const st::Tensor& pt = input(in, "page_table");
+    try {
+      ref::inverse_page_transform(g, K, pt.values<int32_t>("in.page_table"), pt.shape[1],
+                                  pt.shape[1], input(in, "page_bits").item<int32_t>("in.page_bits"),
+                                  raw);
+    } catch (const std::invalid_argument& e) {
+      return ::testing::AssertionFailure()
+             << spec.name << ": the paged indices do not map back to raw ones: " << e.what();
+    }
+  }
+  auto r = ::testing::AssertionFailure();
+  size_t bad = 0;
+  for (size_t b = 0; b < B; ++b) {
+    const int64_t len = std::clamp<int64_t>(lens[b], 0, width);
+    const float* row = sc.data() + b * stride;
+    std::string why = judge_topk_row(row, len, K, shape_.select, shape_.sorted, &raw[b * K]);
+    if (!why.empty() && paged && shape_.sorted)  // a paged row sorted by slot is SGLang's order
+      if (judge_topk_row(row, len, K, shape_.select, true, &raw[b * K], &g[b * K]).empty())
+        why.clear();
+    if (why.empty()) continue;
+    if (bad++ < 4) r << spec.name << " row " << b << ": " << why << "\n";
+  }
+  if (!bad) return ::testing::AssertionSuccess();
+  return r << spec.name << ": " << bad << " of " << B << " rows are no selection the "
+           << ref::select_name(ref::Select(shape_.select))
+           << " rule allows (tied indices at the cut-off accepted)";
 }
 
 ::testing::AssertionResult same_rows_as_sets(const std::vector<int32_t>& got,
                                              const std::vector<int32_t>& want, size_t rows,
-                                             size_t K, const std::string& name) {
+                                             size_t K, const std::string& name,
+                                             bool minus_one_anywhere) {
   if (got.size() != rows * K || want.size() != rows * K)
     return ::testing::AssertionFailure()
            << name << ": sizes " << got.size() << " and " << want.size() << ", want " << rows * K;
@@ -199,8 +371,9 @@ std::string IndexerTopkCase::cannot_run() const {
   size_t bad = 0;
   for (size_t row = 0; row < rows; ++row) {
     const auto g = canon(got, row), w = canon(want, row);
-    bool tail_ok = true;
-    for (size_t j = 1; j < K; ++j) tail_ok &= !(got[row * K + j - 1] < 0 && got[row * K + j] >= 0);
+    bool tail_ok = true;  // -1 last, unless the mask step put them in place
+    for (size_t j = 1; j < K && !minus_one_anywhere; ++j)
+      tail_ok &= !(got[row * K + j - 1] < 0 && got[row * K + j] >= 0);
     if (g == w && tail_ok) continue;
     if (bad++ < 4) {
       r << name << " row " << row << ": ";
@@ -222,14 +395,31 @@ std::string IndexerTopkCase::cannot_run() const {
   if (shape_.sorted || got.shape != want.shape || got.dtype != st::DType::I32)
     return fx::bitwise_tensors(got, want, spec.name);
   return same_rows_as_sets(got.values<int32_t>(), want.values<int32_t>(), size_t(got.shape[0]),
-                           size_t(got.shape[1]), spec.name);
+                           size_t(got.shape[1]), spec.name,
+                           shape_.select == int(ref::Select::kSglangMasked));
+}
+
+InputDecls IndexerTopkCase::declared_inputs() {
+  return {{"scores", st::DType::F32, {"B", "stride"}},
+          {"lens", st::DType::I32, {"B"}},
+          {"K", st::DType::I64, {}},
+          {"sorted", st::DType::I32, {}},
+          {"width", st::DType::I64, {}, true, "default stride"},
+          {"page_table", st::DType::I32, {"B", "pages"}, true, "the page transform"},
+          {"page_bits", st::DType::I32, {}, true, "with page_table"},
+          {"wave", st::DType::I32, {}, true},
+          {"select",
+           st::DType::I32,
+           {},
+           true,
+           "0 dsv4, 1 sglang exactly K, 2 sglang then mask_topk_scores"},
+          {"raw_out", st::DType::I32, {}, true, "default 1"}};
 }
 
 }  // namespace dsv4::cases
 
-DSV4_KERNEL_FAMILY("indexer_topk",
-                   "in.scores F32[B, stride], in.lens I32[B], in.K I64, in.sorted I32, optional "
-                   "in.width I64 (default stride), in.page_table I32[B, pages] with in.page_bits "
-                   "I32, in.wave I32 -> out I32[B, K] (paged with a page table), raw I32[B, K] "
-                   "(with a page table). Sorted: bitwise; unsorted: per-row sets, -1 last",
-                   ::dsv4::cases::IndexerTopkCase)
+DSV4_DECLARED_FAMILY(
+    "indexer_topk", ::dsv4::cases::IndexerTopkCase,
+    "out I32[B, K] (paged with a page table), raw I32[B, K] (with a page table and raw_out). "
+    "Sorted: bitwise; unsorted: per-row sets, -1 last; a foreign source: tied "
+    "indices at the cut-off accepted")

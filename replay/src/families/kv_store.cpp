@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/kernels/kv_store.hpp"
 #include "dsv4/ref/kv_store.hpp"
 #include "dsv4/replay/replay.hpp"
@@ -205,14 +206,13 @@ std::vector<bf16> raw_bf16_bits(fx::Rng& rng, size_t n) {
   return v;
 }
 
-std::string KvStoreShape::str() const {
-  std::ostringstream os;
-  os << "T=" << T << " R=" << R << " W=" << width;
-  if (src_stride) os << " src_stride=" << src_stride;
-  if (pool_stride) os << " pool_stride=" << pool_stride;
-  if (lanes) os << " lanes=" << lanes;
-  if (order_sensitive) os << " order-sensitive";
-  return os.str();
+fx::Vars KvStoreShape::vars() const {
+  fx::Vars v;
+  v.add("T", T).add("R", R).add("W", width);
+  if (src_stride) v.add("src_stride", src_stride);
+  if (pool_stride) v.add("pool_stride", pool_stride);
+  if (lanes) v.add("lanes", lanes);
+  return v.flag("order-sensitive", order_sensitive);
 }
 
 KvStoreCase::KvStoreCase(KvStoreShape shape) : ShapedCase(shape), fused_(shape.lanes != 0) {
@@ -323,14 +323,22 @@ std::string KvStoreCase::cannot_run() const {
   return fx::KernelCase::compare(spec, got, want, in);
 }
 
+InputDecls KvStoreCase::declared_inputs() {
+  return {{"kv", st::DType::BF16, {"T", "S"}},
+          {"loc", st::DType::I64, {"T"}},
+          {"pool", st::DType::BF16, {"R", "P"}, false, "the pool before"},
+          {"width", st::DType::I64, {}, true, "default S"},
+          {"weight", st::DType::F32, {"width"}, true, "fused RMSNorm + RoPE"},
+          {"cos_sin", st::DType::F32, {"n_pos", "rope_dim"}, true, "fused"},
+          {"positions", st::DType::I64, {"T"}, true, "fused"},
+          {"eps", st::DType::F32, {}, true},
+          {"lanes", st::DType::I32, {}, true}};
+}
+
 }  // namespace dsv4::cases
 
-DSV4_KERNEL_FAMILY(
-    "kv_store",
-    "in.kv BF16[T, S], in.loc I64[T], in.pool BF16[R, P] (the pool before), optional in.width "
-    "I64 (default S); fused RMSNorm+RoPE variant when in.weight F32[width], in.cos_sin "
-    "F32[n_pos, rope_dim], in.positions I64[T] are given (optional in.eps F32, in.lanes I32) -> "
-    "pool BF16[R, P], errors I64 (rejected rows). Bitwise, except a fused case without in.lanes "
-    "(another implementation's fp32 order): written rows within the reference's bf16 bound of "
-    "the fp64 value, the rest of the pool bitwise",
-    ::dsv4::cases::KvStoreCase)
+DSV4_DECLARED_FAMILY(
+    "kv_store", ::dsv4::cases::KvStoreCase,
+    "pool BF16[R, P], errors I64 (rejected rows). Bitwise, except a fused case without "
+    "in.lanes (another implementation's fp32 order): written rows within the "
+    "reference's bf16 bound of the fp64 value, the rest of the pool bitwise")

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/kernels/ring_layout.hpp"
 #include "dsv4/ref/ring_layout.hpp"
@@ -61,14 +62,13 @@ bool has(const fx::Tensors& in, const char* name) { return in.count(name) != 0; 
 
 }  // namespace
 
-std::string RingLayoutShape::str() const {
-  std::ostringstream os;
-  os << "n=" << n << " V=" << V << " win=" << win << " ring=" << ring_size()
-     << " slots=" << n_slots;
-  if (max_pos) os << " max_pos=" << max_pos;
-  if (first_offset) os << " first=" << first_offset;
-  if (max_request) os << " max_request=" << max_request;
-  return os.str();
+fx::Vars RingLayoutShape::vars() const {
+  fx::Vars v;
+  v.add("n", n).add("V", V).add("win", win).add("ring", ring_size()).add("slots", n_slots);
+  if (max_pos) v.add("max_pos", max_pos);
+  if (first_offset) v.add("first", first_offset);
+  if (max_request) v.add("max_request", max_request);
+  return v;
 }
 
 RingLayoutCase::RingLayoutCase(const fx::Tensors& in) {
@@ -215,14 +215,26 @@ void RingLayoutCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
                       d.ptr<int64_t>("token_final_pos"), errors, s);
 }
 
+InputDecls RingLayoutCase::declared_inputs() {
+  return {{"ring", st::DType::I64, {}},
+          {"win", st::DType::I64, {}},
+          {"n_slots", st::DType::I64, {}},
+          {"slot", st::DType::I64, {"N"}, true, "token_locs"},
+          {"pos", st::DType::I64, {"N"}, true, "token_locs, window_rows, prefill_slots"},
+          {"final_pos", st::DType::I64, {"N"}, true, "token_locs"},
+          {"batch_slot", st::DType::I64, {"B"}, true, "verify_locs, window_rows"},
+          {"verify_pos", st::DType::I64, {"B", "V"}, true, "verify_locs"},
+          {"commit_len", st::DType::I32, {"B"}, true, "verify_locs"},
+          {"batch_id", st::DType::I32, {"N"}, true, "window_rows"},
+          {"req_slot", st::DType::I64, {"R"}, true, "prefill_slots"},
+          {"prefill_indptr", st::DType::I32, {"R+1"}, true, "prefill_slots"}};
+}
+
 }  // namespace dsv4::cases
 
-DSV4_KERNEL_FAMILY(
-    "ring_layout",
-    "in.ring, in.win, in.n_slots I64; each launcher runs when its inputs are given: token_locs "
-    "in.slot I64[N], in.pos I64[N], optional in.final_pos I64[N] -> loc I64[N]; verify_locs "
-    "in.batch_slot I64[B], in.verify_pos I64[B, V], in.commit_len I32[B] -> verify_loc "
-    "I64[B, V]; window_rows in.batch_id I32[D], in.pos I64[D], in.batch_slot I64[B] -> indptr "
-    "I32[D+1], rows I32[D*win]; prefill_slots in.req_slot I64[B], in.prefill_indptr I32[B+1], "
-    "in.pos I64[T] -> token_slot, token_final_pos I64[T]; errors I64 (all launchers). Bitwise",
-    ::dsv4::cases::RingLayoutCase)
+DSV4_DECLARED_FAMILY(
+    "ring_layout", ::dsv4::cases::RingLayoutCase,
+    "loc I64[N] (token_locs), verify_loc I64[B, V] (verify_locs), indptr I32[N+1] and rows "
+    "I32[N*win] (window_rows), token_slot and token_final_pos I64[N] "
+    "(prefill_slots), errors I64; each launcher runs when its inputs are given. "
+    "Bitwise")

@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/replay/replay.hpp"
 
@@ -29,11 +30,11 @@ const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
 
 }  // namespace
 
-std::string SmokeShape::str() const {
-  std::ostringstream os;
-  os << "n=" << n;
-  if (fault != Fault::kNone) os << " fault=" << int(fault) << " at=" << at;
-  return os.str();
+fx::Vars SmokeShape::vars() const {
+  fx::Vars v;
+  v.add("n", int64_t(n));
+  if (fault != Fault::kNone) v.add("fault", int64_t(fault)).add("at", int64_t(at));
+  return v;
 }
 
 SmokeCase::SmokeCase(const fx::Tensors& in) {
@@ -81,10 +82,15 @@ void SmokeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
                          d.scalar<float>("bias"), shape_.fault, shape_.at, s);
 }
 
+InputDecls SmokeCase::declared_inputs() {
+  return {{"x", st::DType::F32, {"..."}},
+          {"scale", st::DType::F32, {"..."}, false, "one element"},
+          {"bias", st::DType::F32, {"..."}, false, "one element"},
+          {"fault", st::DType::I32, {}, true, "a planted fault, device only"},
+          {"at", st::DType::I64, {}, true, "where the fault strikes"}};
+}
+
 }  // namespace dsv4::cases
 
-DSV4_KERNEL_FAMILY("smoke",
-                   "in.x F32[any shape], in.scale F32 (one element), in.bias F32 (one element), "
-                   "optional in.fault I32 and in.at I64 (planted-fault launcher parameters, device "
-                   "only) -> out F32 like in.x = x*scale + bias; bitwise comparison",
-                   ::dsv4::cases::SmokeCase)
+DSV4_DECLARED_FAMILY("smoke", ::dsv4::cases::SmokeCase,
+                     "out F32 like in.x = x*scale + bias; bitwise comparison")

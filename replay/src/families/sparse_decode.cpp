@@ -3,8 +3,10 @@
 #include "dsv4/cases/sparse_decode.hpp"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/kernels/sparse_decode.hpp"
 #include "dsv4/kernels/split_combine.hpp"
 #include "dsv4/ref/fp32_math.hpp"
@@ -69,15 +71,16 @@ int64_t splits_of(const fx::Tensors& in) {
 
 }  // namespace
 
-std::string SparseDecodeShape::str() const {
-  std::ostringstream os;
-  os << "B=" << s.B << " H=" << s.H << " K=" << s.K << " " << kv_layout_name(s.layout)
-     << " P=" << s.page_size;
+fx::Vars SparseDecodeShape::vars() const {
+  fx::Vars v;
+  v.add("B", int64_t(s.B)).add("H", int64_t(s.H)).add("K", int64_t(s.K));
+  v.flag(kv_layout_name(s.layout)).add("P", s.page_size);
   if (s.Ke)
-    os << " extra=" << kv_layout_name(s.extra_layout) << " Ke=" << s.Ke
-       << " Pe=" << s.extra_page_size;
-  if (splits) os << " S=" << splits;
-  return os.str();
+    v.add("extra", kv_layout_name(s.extra_layout))
+        .add("Ke", int64_t(s.Ke))
+        .add("Pe", s.extra_page_size);
+  if (splits) v.add("S", splits);
+  return v.flag("rope", rope);
 }
 
 fx::SparseCase sparse_case_of(const fx::Tensors& in) {
@@ -94,6 +97,28 @@ fx::SparseCase sparse_case_of(const fx::Tensors& in) {
   if (in.count("sink")) c.sink = input(in, "sink").values<float>("in.sink");
   ref::check(c.inputs());  // sizes and the layout pair, naming the field
   return c;
+}
+
+ref::Inputs SparseView::inputs() const {
+  ref::Inputs r = c.inputs();
+  r.cos_sin = cos_sin;
+  r.positions = positions;
+  r.rope_dim = rope_dim;
+  return r;
+}
+
+SparseView sparse_view_of(const fx::Tensors& in) {
+  SparseView v;
+  v.c = sparse_case_of(in);
+  if (in.count("cos_sin") || in.count("positions")) {
+    const st::Tensor& cs = input(in, "cos_sin");
+    if (cs.shape.size() != 2 || cs.shape[1] == 0) cs.throw_shape("in.cos_sin", "[n_pos, rope_dim]");
+    v.cos_sin = cs.values<float>("in.cos_sin");
+    v.rope_dim = cs.shape[1];
+    v.positions = input(in, "positions").values<int64_t>("in.positions");
+  }
+  ref::check(v.inputs());
+  return v;
 }
 
 fx::Tensors tensors_of(const fx::SparseCase& c) {
@@ -119,11 +144,28 @@ SparseDecodeCase::SparseDecodeCase(const fx::Tensors& in) {
   }
   s.sink = !c.sink.empty();
   shape_.splits = splits_of(in);
+  shape_.rope = sparse_view_of(in).rope_dim != 0;
 }
 
 fx::Tensors SparseDecodeCase::draw(fx::Rng& rng) const {
   fx::Tensors in = tensors_of(fx::sparse_case(rng, shape_.s, shape_.mix));
   if (shape_.splits) in["splits"] = st::Tensor::scalar<int64_t>(shape_.splits);
+  if (shape_.rope) {  // (cos, sin) of p * 10000^(-2i/64), as SGLang's freqs_cis viewed real
+    const size_t n_pos = 4096, rd = 64, B = shape_.s.B;
+    std::vector<float> cs(n_pos * rd);
+    for (size_t p = 0; p < n_pos; ++p)
+      for (size_t i = 0; i < rd / 2; ++i) {
+        const double th = double(p) * std::pow(10000.0, -2.0 * double(i) / double(rd));
+        cs[p * rd + 2 * i] = float(std::cos(th));
+        cs[p * rd + 2 * i + 1] = float(std::sin(th));
+      }
+    std::vector<int64_t> pos(B);
+    for (auto& x : pos)
+      x = rng.uniform() < shape_.bad_position ? (rng.uniform() < 0.5 ? -1 : int64_t(n_pos))
+                                              : rng.range(0, int64_t(n_pos) - 1);
+    in["cos_sin"] = st::Tensor::of<float>({n_pos, rd}, cs);
+    in["positions"] = st::Tensor::of<int64_t>(pos);
+  }
   return in;
 }
 
@@ -142,8 +184,9 @@ std::vector<fx::OutputSpec> SparseDecodeCase::outputs(const fx::Tensors& in) con
 }
 
 fx::Tensors SparseDecodeCase::reference(const fx::Tensors& in) const {
-  const fx::SparseCase c = sparse_case_of(in);
-  const ref::Outputs r = ref::decode_f64(c.inputs());
+  const SparseView v = sparse_view_of(in);
+  const fx::SparseCase& c = v.c;
+  const ref::Outputs r = ref::decode_f64(v.inputs());
   const uint64_t B = c.B, H = c.H, D = uint64_t(kTokenValues);
   fx::Tensors want = {{"out", st::Tensor::of<double>({B, H, D}, r.out)},
                       {"out_lse", st::Tensor::of<double>({B, H}, r.lse)},
@@ -183,6 +226,11 @@ void SparseDecodeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
   m.out = d.ptr<bf16>("out");
   m.out_lse = d.ptr<float>("out_lse");
   m.errors = a.errors;
+  if (d.has("cos_sin")) {  // the inverse RoPE of compact_attention_hip, applied by the merge
+    const st::Tensor& cs = d.host("cos_sin");
+    m.rope = {d.ptr<float>("cos_sin"), int64_t(cs.shape[0]), int(cs.shape[1]),
+              d.ptr<int64_t>("positions")};
+  }
   kernels::split_combine::combine(m, s);
 }
 
@@ -190,7 +238,7 @@ void SparseDecodeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
                                                      const st::Tensor& got, const st::Tensor& want,
                                                      const fx::Tensors& in) const {
   if (spec.name == "errors") return fx::KernelCase::compare(spec, got, want, in);
-  const ref::Tolerance t = ref::tolerance(sparse_case_of(in).inputs());
+  const ref::Tolerance t = ref::tolerance(sparse_view_of(in).inputs());
   fx::Tolerance tol;
   tol.allow_all_zero = true;
   if (spec.name == "out" || spec.name == "part_o") {
@@ -203,14 +251,57 @@ void SparseDecodeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
   return fx::within(tol)(got, want, spec.name, in);
 }
 
+std::string SparseDecodeCase::cannot_run() const {
+  if (shape_.rope && !shape_.splits)
+    return "the project's unsplit kernel has no inverse RoPE (the split path, in.splits, applies "
+           "it in split_combine)";
+  return "";
+}
+
+::testing::AssertionResult SparseDecodeCase::compare_foreign(const fx::OutputSpec& spec,
+                                                             const st::Tensor& got,
+                                                             const st::Tensor& want,
+                                                             const fx::Tensors& in) const {
+  if (spec.name == "out" && got.shape == want.shape) {
+    const SparseView v = sparse_view_of(in);
+    const ref::Outputs r = ref::decode_f64(v.inputs());
+    const size_t B = v.c.B, H = v.c.H;
+    std::vector<bool> zero_row(B * H);
+    for (size_t row = 0; row < B * H; ++row)
+      zero_row[row] =
+          r.lse[row] == INFINITY || (!v.c.sink.empty() && v.c.sink[row % H] == INFINITY);
+    if (auto nan =
+            no_nan_in_zero_rows(got.to_f64("got.out"), zero_row, size_t(kTokenValues), spec.name);
+        !nan)
+      return nan;
+  }
+  return compare(spec, got, want, in);
+}
+
+InputDecls SparseDecodeCase::declared_inputs() {
+  return {{"q", st::DType::BF16, {"B", "H", "512"}},
+          {"pool", st::DType::U8, {"pages", "page_bytes"}},
+          {"layout", st::DType::I32, {}, false, "0 v41, 1 v41_fp4, 2 v4, 3 v4_fnuz"},
+          {"page_size", st::DType::I64, {}},
+          {"indices", st::DType::I32, {"B", "K"}},
+          {"lengths", st::DType::I32, {"B"}},
+          {"extra_pool", st::DType::U8, {"extra_pages", "extra_page_bytes"}, true},
+          {"extra_layout", st::DType::I32, {}, true},
+          {"extra_page_size", st::DType::I64, {}, true},
+          {"extra_indices", st::DType::I32, {"B", "Ke"}, true},
+          {"extra_lengths", st::DType::I32, {"B"}, true},
+          {"sm_scale", st::DType::F32, {}},
+          {"sink", st::DType::F32, {"H"}, true},
+          {"splits", st::DType::I64, {}, true, "the split-KV path through split_combine"},
+          {"cos_sin", st::DType::F32, {"n_pos", "rope_dim"}, true, "inverse RoPE"},
+          {"positions", st::DType::I64, {"B"}, true, "with cos_sin"}};
+}
+
 }  // namespace dsv4::cases
 
-DSV4_KERNEL_FAMILY(
-    "sparse_decode",
-    "in.q BF16[B, H, 512]; in.pool U8[pages, page_bytes], in.layout I32 (0 v41, 1 v41_fp4, 2 "
-    "v4), in.page_size I64, in.indices I32[B, K], in.lengths I32[B]; optional extra_pool, "
-    "extra_layout, extra_page_size, extra_indices, extra_lengths; in.sm_scale F32; optional "
-    "in.sink F32[H]; optional in.splits I64 (split-KV path through split_combine) -> out "
-    "BF16[B, H, 512], out_lse F32[B, H], errors I64 (+ part_o F32[B, S, H, 512], part_lse "
-    "F32[B, S, H] with splits). Within the tolerance derived from the data (fp64 reference)",
-    ::dsv4::cases::SparseDecodeCase)
+DSV4_DECLARED_FAMILY(
+    "sparse_decode", ::dsv4::cases::SparseDecodeCase,
+    "out BF16[B, H, 512], out_lse F32[B, H], errors I64 (+ part_o F32[B, S, H, 512], "
+    "part_lse F32[B, S, H] with splits). Within the tolerance derived from the "
+    "data (fp64 reference); a foreign source's NaN in a row with no key fails "
+    "naming SGLang's HIP reducer")

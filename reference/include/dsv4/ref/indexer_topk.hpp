@@ -29,6 +29,20 @@ namespace dsv4::ref::indexer_topk {
 // in 32-bit two's complement, -1 stays -1; the raw indices are returned alongside, aligned (the -1s
 // on the same entries).
 
+// Selection conventions (a case layout's in.select).
+//   kDsv4 (0): the rule above, the project's kernel: with len > K only eligible keys are selected
+//     (never -inf, never a NaN with the sign bit set), fewer than K leave -1 last.
+//   kSglang (1): SGLang's kernels (topk_v1.cuh / topk_v2.cuh radix select): with len > K exactly K
+//     keys by the order key among all keys i < len, so -inf keys are eligible and -NaN keys (the
+//     lowest key) come last; ties to the smaller index here (SGLang's atomics pick any).
+//   kSglangMasked (2): kSglang followed by SGLang's mask_topk_scores: every selected entry whose
+//     score is not > -inf (-inf, and NaN of either sign, as torch compares) becomes -1 in place,
+//     so -1 entries may stand anywhere in the row.
+// The trivial path (len <= K) is the same in all three, except that kSglangMasked masks it too.
+enum class Select { kDsv4 = 0, kSglang = 1, kSglangMasked = 2 };
+bool select_valid(int v);
+const char* select_name(Select s);  // "dsv4", "sglang", "sglang_masked"
+
 // SGLang's radix key.
 uint32_t order_key(float score);
 // order_key(score) > order_key(-inf): not -inf, not a NaN with the sign bit set.
@@ -45,7 +59,11 @@ struct Rows {
 // descending order key (the reference's own order; kernels may use any order when unsorted).
 // Throws std::invalid_argument naming the field on bad sizes.
 void topk(std::span<const float> scores, std::span<const int32_t> lens, const Rows& r, bool sorted,
-          std::span<int32_t> raw);
+          std::span<int32_t> raw, Select sel = Select::kDsv4);
+
+// SGLang's mask_topk_scores on raw indices [B, K]: an entry whose score is not > -inf becomes -1
+// (in place; entries outside [0, width) too).
+void mask_topk_scores(std::span<const float> scores, const Rows& r, std::span<int32_t> raw);
 
 // The page transform of raw indices [B*K] with a page table [B, pt_stride] and page size
 // 2^page_bits (page_bits in [0, 30]).

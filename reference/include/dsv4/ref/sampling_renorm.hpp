@@ -28,15 +28,32 @@ namespace dsv4::ref::sampling_renorm {
 // top_p_renorm_prob, which cut at a pivot value (ties kept together), as here; its torch fallback
 // (sort descending, zero where cumsum - p_i > p or position >= k) splits ties by sort position.
 
+// Named conventions (a case layout's in.k_clamp and in.top_p_rule).
+// KRule::kKeepAll (0, the project's kernel): k <= 0 or k >= V keeps all. KRule::kClamp (1,
+// SGLang's renorm.py / renorm_triton.py): k clamped to [1, V] first, so k <= 0 keeps the maximum
+// (with its ties) and k > V keeps all.
+enum class KRule { kKeepAll = 0, kClamp = 1 };
+// The top-p rule at a kept mass exactly equal to p. TopPRule::kFlashInfer (0, the default:
+// FlashInfer's top_p_renorm_prob, SGLang's CUDA path and its ROCm Triton kernel, whose stated
+// intent renorm.py's docstring names): an entry is kept when the mass of the entries strictly
+// above it is below p, i.e. the pivot is the largest value v with M(v) >= p (the kept mass first
+// reaches p). TopPRule::kRenormPy (1, SGLang's torch renorm.py, its _top_p_pivots_sorted and its
+// tests' pivot definition min{v : sum(x <= v) >= 1 - p}): kept when the mass strictly above it is
+// at most p, i.e. the pivot is the largest v with M(v) > p; where a kept mass equals p exactly it
+// keeps the next value too.
+enum class TopPRule { kFlashInfer = 0, kRenormPy = 1 };
+
 constexpr size_t kMaxV = size_t(1) << 18;
 
 // The value an entry counts as.
 float weight(float x);
 
 // Pivots of one row.
-float top_k_pivot(std::span<const float> row, int32_t k);
-float top_p_pivot(std::span<const float> row, float p);        // fp64 masses
-float top_p_pivot_fixed(std::span<const float> row, float p);  // the kernel's boundary
+float top_k_pivot(std::span<const float> row, int32_t k, KRule kr = KRule::kKeepAll);
+// fp64 masses
+float top_p_pivot(std::span<const float> row, float p, TopPRule rule = TopPRule::kFlashInfer);
+// The kernel's fixed-point boundary (kRenormPy: M > p, i.e. M >= floor(p 2^s) + 1)
+float top_p_pivot_fixed(std::span<const float> row, float p, TopPRule rule = TopPRule::kFlashInfer);
 
 // How a batch function computes: kFp64 is the specification (exact fp64 masses and kept sum,
 // out = w / S rounded once to fp32). kKernel is the kernel's own arithmetic, bit for bit: the
@@ -53,8 +70,8 @@ constexpr size_t kKernelChunk = 4096;
 // Whole batches: probs and out are [B, V]; k or p has B entries. Throws std::invalid_argument
 // naming the field on bad sizes.
 void top_k(std::span<const float> probs, size_t V, std::span<const int32_t> k, std::span<float> out,
-           Arith a = Arith::kFp64);
+           Arith a = Arith::kFp64, KRule kr = KRule::kKeepAll);
 void top_p(std::span<const float> probs, size_t V, std::span<const float> p, std::span<float> out,
-           Arith a = Arith::kFp64);
+           Arith a = Arith::kFp64, TopPRule rule = TopPRule::kFlashInfer);
 
 }  // namespace dsv4::ref::sampling_renorm

@@ -28,8 +28,15 @@ namespace dsv4::ref::sparse_decode {
 //   out[h] = sum_j e^x_j k_j / (sum_j e^x_j + e^sink[h]),  lse[h] = log(sum_j e^x_j) (natural,
 //   the sink excluded); sink +inf gives out 0, sink -inf (or no sink) adds nothing; a query with
 //   no key gives out 0 and lse +inf whatever the sink. out is bf16, lse fp32.
-// (main, extra) pairs as SGLang's is_valid_kv_layout_pair accepts them: the same layout twice, or
-// a v41_fp4 extra next to a v41 main cache. v4_fnuz (the gfx942 flavour of v4) is read as well.
+// (main, extra) pairs: the same layout twice, or any pairing of v41 and v41_fp4 (a v41 or v41_fp4
+// main cache with a v41 or v41_fp4 extra cache), as SGLang's compact_attention_hip.py reads them
+// (each cache's layout from its own bytes per token) and its HIP test draws them.
+// v4_fnuz (the gfx942 flavour of v4) is read as well.
+// Optional inverse RoPE (compact_attention_hip.py's inv_rope = (freqs, positions)): the last
+// rope_dim values of every head of query b are rotated back at position positions[b] with the
+// (cos, sin) pairs of table row positions[b], as split_combine's (ref/split_combine.hpp); here in
+// fp64 on the unrounded output (SGLang rotates its bf16 output and rounds again: the tolerance
+// adds that). A position outside [0, n_pos) is an error: counted once per query, tail unrotated.
 //
 // Split-KV mode. The columns of main then extra form one list of K + Ke columns; split s of S
 // covers columns [s*C, (s+1)*C), C = ceil((K + Ke) / S). Each split writes a partial in the form
@@ -62,6 +69,10 @@ struct Inputs {
   const Cache* extra = nullptr;  // null: no extra cache
   float sm_scale = 0;
   std::span<const float> sink;  // [H] or empty
+  // Inverse RoPE: rope_dim 0 means none.
+  std::span<const float> cos_sin;      // [n_pos, rope_dim]
+  std::span<const int64_t> positions;  // [B]
+  size_t rope_dim = 0;
 };
 
 // Throws std::invalid_argument naming the field when sizes or the layout pair do not fit.
@@ -114,6 +125,8 @@ Partials partials_f64(const Inputs& in, size_t S);
 //   out: the probabilities err relatively by <= 2 * score + sums, the accumulation by sums, P in
 //     bf16 by 2^-9 of each weight (so by 2^-9 * max|k| in sum), so |got - want| <= (2 * score + 2
 //     * sums) * max|k| + 2^-9 * max|k| + 2^-8 * |want| (the bf16 cast: 2^-9);
+//   inverse RoPE: the rotation of a bf16-rounded output rounded again errs by <= 2^-7.3 of the
+//     largest value (split_combine's derivation): out_atol gains 2^-7 * max|k|;
 //   cosine distance <= 5e-6 (FlashMLA's figure; the bf16 P and the bf16 cast each perturb an
 //     output by a rounding of up to 2^-9 relative, about 2^-18 / 6 = 6.4e-7 of cosine distance
 //     each when the roundings are independent).

@@ -40,6 +40,10 @@ namespace dsv4::ref::split_combine {
 // o_s[d] in s order from 0.0f (a split with a_s = 0 skipped); out = bf16(acc / den) with NaN
 // written as 0x7fc0. exp2 and log2 are dsv4::f32m's (fp32_math.hpp), identical on host and device.
 //
+// SGLang's HIP reducer (aiter_sparse_split_reduce) writes NaN for an empty row (exp2(-inf - -inf))
+// and for a +inf sink (exp2(inf - inf)); its SM100 _combine and its tests write 0, the rule here.
+// SGLang's reducers return no lse: out_lse is this project's extension.
+//
 // SGLang notes. compact_attention_hip.py (V4.1 pages on HIP) and aiter_sparse_decode_reduce.py
 // keep unnormalised partials (m, l, acc) and add the sink as exp2(sink*log2e - m_final) with
 // m_final = max(m, sink*log2e), then out = acc / l; the inverse RoPE runs on the bf16 output
@@ -59,13 +63,37 @@ struct Rope {
   size_t n_pos() const { return rope_dim ? cos_sin.size() / rope_dim : 0; }
 };
 
+// SGLang's unnormalised partials, the layout its split kernels store: acc [B, S, H, D] = sum_j
+// p_j v_j, m [B, S, H] the split's running maximum, l [B, S, H] = sum_j p_j, p_j = base^(x_j - m)
+// with base 2 and m in the base-2 exponent domain (m2 = true: compact_attention_hip.py and
+// aiter_sparse_decode_reduce.py) or base e and m natural (m2 = false: decode_attention_sm100.py's
+// _combine). A split is empty when l = 0 or m = -inf (its acc is never read). They stand for the
+// normalised form o = acc / l, lse = m + log2(l) (base 2; natural m converted by log2(e)).
+// fp32 order of the merge (the HIP reducer's, bit for bit; SM100's natural exp is not copied):
+// m2_s = m2 ? m_s : m_s * log2e; M = fmaxf over the non-empty splits; sum = sum of l_s *
+// exp2(m2_s - M) from 0.0f in s order (the out_lse extension: lse_out = (log2(sum) + M) /
+// log2e); ms = fmaxf(M, sink * log2e); w_s = exp2(m2_s - ms); den = fmaf(w_s, l_s, den) and
+// acc[d] = fmaf(w_s, acc_s[d], acc[d]) in s order from 0.0f (empty splits skipped); den = den +
+// exp2(sink * log2e - ms); out = bf16(acc / den).
+struct Unnormalised {
+  std::span<const float> acc;  // [B, S, H, D]
+  std::span<const float> m;    // [B, S, H]
+  std::span<const float> l;    // [B, S, H]
+  bool m2 = true;              // m in the base-2 domain (HIP), else natural (SM100)
+};
+
 struct Inputs {
   Shape shape;
-  std::span<const float> o;           // [B, S, H, D]
-  std::span<const float> lse;         // [B, S, H], base 2
+  std::span<const float> o;           // [B, S, H, D] (empty with `un`)
+  std::span<const float> lse;         // [B, S, H], base 2 (empty with `un`)
   std::span<const int32_t> n_splits;  // [B]
   std::span<const float> sink;        // [H] or empty (no sink)
   const Rope* rope = nullptr;         // null: no inverse RoPE
+  const Unnormalised* un = nullptr;   // SGLang's partials in place of o and lse
+  // A row with no key or a +inf sink is 0; with rotate_empty its zeros go through the inverse
+  // RoPE like any row, as SGLang rotates them (a zero times a negative cos or sin gives -0),
+  // else they stay +0 (the project's kernel).
+  bool rotate_empty = false;
 };
 
 struct Outputs {

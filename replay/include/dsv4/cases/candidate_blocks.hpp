@@ -5,11 +5,19 @@
 // Case layout: in.scores F32 [B, stride], in.lens I32 [B], in.bs I64, in.nb I64, in.K I64,
 // optional in.width I64 (default stride), optional in.wave I32 (the sorts' logical wave width).
 // Outputs: blocks I32 [B, nb] and keys I32 [B, K], both sorted ascending with -1 last, bit for bit.
+// A foreign source (cases::Foreign): SGLang's published block lists are read as they are (padded
+// with num_blocks or any index past the row's blocks, in score order or any other) and normalised
+// (padding -> -1, ascending, -1 last), then judged tie-tolerantly (any tied block or key at a
+// cut-off); its key lists likewise (ascending after normalisation).
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "dsv4/cases/declared_inputs.hpp"
+#include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 
 namespace dsv4::cases {
 
@@ -20,16 +28,19 @@ struct CandidateBlocksShape {
   int64_t width = 4096;
   int64_t len = -1;  // every row's length; -1: ragged in [0, width]
   int64_t bs = 64, nb = 16, K = 512;
-  int wave = 0;             // 0: the device's
-  bool ties = false;        // integer-valued scores (ties within and across blocks)
-  bool hostile = false;     // NaN, -inf and +inf sprinkled in
-  std::string str() const;  // "B=4 width=4096 ragged bs=64 nb=16 K=512 W=16 ties"
+  int wave = 0;           // 0: the device's
+  bool ties = false;      // integer-valued scores (ties within and across blocks)
+  bool hostile = false;   // NaN, -inf and +inf sprinkled in
+  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
-class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape> {
+class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape>, public Foreign {
  public:
   explicit CandidateBlocksCase(CandidateBlocksShape shape) : ShapedCase(shape) {}
   explicit CandidateBlocksCase(const fx::Tensors& in);
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
 
   std::string family() const override { return "candidate_blocks"; }
   fx::Tensors draw(fx::Rng& rng) const override;
@@ -37,6 +48,14 @@ class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape> {
   fx::Tensors reference(const fx::Tensors& in) const override;
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
   std::string cannot_run() const override;
+  ::testing::AssertionResult compare_foreign(const fx::OutputSpec& spec, const st::Tensor& got,
+                                             const st::Tensor& want,
+                                             const fx::Tensors& in) const override;
 };
+
+// A published block list [rows, nb] normalised: entries outside [0, n_blocks(row)) become -1,
+// then each row ascending with -1 last.
+std::vector<int32_t> normalise_blocks(std::vector<int32_t> blocks, size_t nb,
+                                      const std::vector<int64_t>& n_blocks);
 
 }  // namespace dsv4::cases

@@ -21,6 +21,7 @@
 #include <string>
 
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/ref/formats/page_layout.hpp"
 
@@ -41,7 +42,8 @@ struct CompactPagesShape {
   int variant = 0;           // kernel variant (Options::variant, DequantOptions::variant)
   bool whole_pages = false;  // the pages form (no slots, no counter)
   fx::IndexMix mix{};        // how slots are drawn (hostile values mixed in)
-  std::string str() const;   // "quantize v41 P=64 T=100 pages=3 V=16"
+  fx::Vars vars() const;     // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
 class CompactPagesCase : public ShapedCase<CompactPagesShape> {

@@ -5,14 +5,24 @@
 // Case layout: in.scores F32 [B, stride], in.lens I32 [B], in.K I64, in.sorted I32 (0 or 1),
 // optional in.width I64 (default stride), optional in.page_table I32 [B, pages] with
 // in.page_bits I32 (the page transform), optional in.wave I32 (the sort's logical wave width;
-// default the device's). Outputs: out I32 [B, K] (paged when a page table is given, else raw) and,
-// with a page table, raw I32 [B, K]. Sorted outputs compare bit for bit; unsorted outputs compare
-// as per-row sets with the -1s last (the kernel's order among selections is unspecified).
+// default the device's), optional in.select I32 (ref::indexer_topk::Select: 0 dsv4, the default
+// and the project's kernel; 1 SGLang's exactly-K radix select; 2 that then SGLang's
+// mask_topk_scores), optional in.raw_out I32 (default 1; 0: no raw output, and a sorted paged row
+// is then sorted by slot, as SGLang sorts it). Outputs: out I32 [B, K] (paged when a page table is
+// given, else raw) and, with a page table and raw_out, raw I32 [B, K]. Sorted outputs compare bit
+// for bit; unsorted outputs compare as per-row sets with the -1s last (the kernel's order among
+// selections is unspecified). A foreign source (cases::Foreign) is judged tie-tolerantly: any
+// tied index at the cut-off, sorted rows ascending (by slot or by raw index for a paged row), -1
+// last (anywhere under the mask step).
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
+#include "dsv4/cases/declared_inputs.hpp"
+#include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 
 namespace dsv4::cases {
 
@@ -32,13 +42,18 @@ struct IndexerTopkShape {
   int page_bits = -1;     // -1: no page transform
   bool permuted = false;  // a permuted page table, else the identity
   ScoreKind scores = ScoreKind::kNormal;
-  std::string str() const;  // "B=31 len=8193 K=512 sorted W=16 pages=2^6 permuted ties"
+  int select = 0;         // ref::indexer_topk::Select
+  bool raw_out = true;    // the raw output beside a paged one
+  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
-class IndexerTopkCase : public ShapedCase<IndexerTopkShape> {
+class IndexerTopkCase : public ShapedCase<IndexerTopkShape>, public Foreign {
  public:
   explicit IndexerTopkCase(IndexerTopkShape shape) : ShapedCase(shape) {}
   explicit IndexerTopkCase(const fx::Tensors& in);
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
 
   std::string family() const override { return "indexer_topk"; }
   fx::Tensors draw(fx::Rng& rng) const override;
@@ -48,16 +63,39 @@ class IndexerTopkCase : public ShapedCase<IndexerTopkShape> {
   std::string cannot_run() const override;
   ::testing::AssertionResult compare(const fx::OutputSpec& spec, const st::Tensor& got,
                                      const st::Tensor& want, const fx::Tensors& in) const override;
+  ::testing::AssertionResult compare_foreign(const fx::OutputSpec& spec, const st::Tensor& got,
+                                             const st::Tensor& want,
+                                             const fx::Tensors& in) const override;
 };
+
+// The tie-tolerant judgement of one row of raw indices `got` [K] of scores `row` with length
+// `len` (clamped to [0, width]) under selection `sel`: "" when it is a selection the convention
+// allows (any tied index at the cut-off), else why not. `sorted`: the selections must ascend by
+// `order` (got itself when null), -1 last; unsorted, -1 last. Under kSglangMasked -1 may stand
+// anywhere. Shared by indexer_topk and candidate_blocks.
+std::string judge_topk_row(const float* row, int64_t len, size_t K, int sel, bool sorted,
+                           const int32_t* got, const int32_t* order = nullptr);
+
+// The general judgement behind it: the items i < len with candidate(i) are ranked by their
+// order key; a selection holds the top n of them (ties at the cut-off: any), and those without
+// survives(i) become -1. `got` [K] must hold exactly the surviving selected items, sorted by
+// `order` (got when null) when `sorted`, the -1s last unless `minus_one_anywhere`.
+std::string judge_selection(const float* row, int64_t len, size_t n,
+                            const std::function<bool(int64_t)>& candidate,
+                            const std::function<bool(int64_t)>& survives, bool sorted,
+                            bool minus_one_anywhere, const int32_t* got, size_t K,
+                            const int32_t* order);
 
 // Why this device cannot run a sort of logical wave width W ("" when it can; W = 0 means the
 // device's own); `built`: whether the family's kernels exist for W in this build. Shared by the
 // top-k families (indexer_topk, candidate_blocks).
 std::string wave_cannot_run(int W, bool built);
 
-// Per-row set equality of [rows, K] index lists with every -1 after the selections, in `got`.
+// Per-row set equality of [rows, K] index lists with every -1 after the selections, in `got`
+// (anywhere with `minus_one_anywhere`: SGLang's mask step).
 ::testing::AssertionResult same_rows_as_sets(const std::vector<int32_t>& got,
                                              const std::vector<int32_t>& want, size_t rows,
-                                             size_t K, const std::string& name);
+                                             size_t K, const std::string& name,
+                                             bool minus_one_anywhere = false);
 
 }  // namespace dsv4::cases

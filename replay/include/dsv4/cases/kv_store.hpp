@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/fixtures/generators.hpp"
 
 namespace dsv4::cases {
@@ -33,7 +35,8 @@ struct KvStoreShape {
   // Fused store: redraw each stored row until its bf16 values under this lane count differ from
   // those under some other lane count, so the case pins the fp32 summation order (golden files).
   bool order_sensitive = false;
-  std::string str() const;  // "T=64 R=99 W=512 lanes=32", strides when set
+  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
 class KvStoreCase : public ShapedCase<KvStoreShape> {
@@ -41,6 +44,8 @@ class KvStoreCase : public ShapedCase<KvStoreShape> {
   explicit KvStoreCase(KvStoreShape shape);
   // From a case file's inputs (checked; throws st::FormatError or std::invalid_argument).
   explicit KvStoreCase(const fx::Tensors& in);
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
   bool fused() const { return fused_; }
 
   std::string family() const override { return "kv_store"; }

@@ -16,7 +16,9 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 
 namespace dsv4::cases {
 
@@ -33,13 +35,16 @@ struct RingLayoutShape {
   int64_t max_request = 0;   // longest prefill request; 0: 2 * V
   int64_t B() const { return n / V > 1 ? n / V : 1; }
   int64_t ring_size() const { return ring ? ring : win + V - 1; }
-  std::string str() const;
+  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
 class RingLayoutCase : public ShapedCase<RingLayoutShape> {
  public:
   explicit RingLayoutCase(RingLayoutShape shape) : ShapedCase(shape) {}
   explicit RingLayoutCase(const fx::Tensors& in);
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
 
   std::string family() const override { return "ring_layout"; }
   fx::Tensors draw(fx::Rng& rng) const override;

@@ -7,19 +7,31 @@
 // both the kernel's input and its output), compared bit for bit with the reference in
 // the kernel's arithmetic (ref::sampling_renorm::Arith::kKernel); the tests also hold it to the
 // fp64 specification within rtol 1e-5. Scratch: workspace U8 [workspace_bytes(B, V)] when
-// several blocks share a row.
+// several blocks share a row. Named conventions (ref::sampling_renorm): optional in.k_clamp I32
+// (KRule: 0 k <= 0 keeps all, the project's kernel; 1 SGLang's clamp of k to [1, V]) and
+// in.top_p_rule I32 (TopPRule: 0 FlashInfer's, the default; 1 SGLang's renorm.py's, which keeps
+// one more value where a kept mass equals p exactly). A foreign source (cases::Foreign) is judged
+// by the kept set (top-k: exact; top-p: any pivot whose fp64 masses meet p within the fp32
+// summation error, so either rule at exact equality) and the values within the derived
+// tolerance of w / (the fp64 sum of the kept set), rtol (n_kept + 4) 2^-24.
 
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/declared_inputs.hpp"
+#include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/kernels/sampling_renorm.hpp"
 
 namespace dsv4::cases {
 
 namespace st = fx::st;
 
-enum class RowKind { kSoftmax, kTies, kEqual, kOneHot, kHostile, kZero, kMixed };
+// kBoundary: dyadic rows whose kept masses hit p exactly (top-p: p is drawn as the mass of the
+// row's top values), and rows whose kept sum depends on the summation order (a large value with
+// many tiny ones): the rows that tell the top-p equality rule and the kernel's chunk order apart.
+enum class RowKind { kSoftmax, kTies, kEqual, kOneHot, kHostile, kZero, kBoundary, kMixed };
 
 struct SamplingRenormShape {
   int64_t B = 1;
@@ -27,14 +39,19 @@ struct SamplingRenormShape {
   bool top_p = false;
   RowKind rows = RowKind::kMixed;  // kMixed: each row a kind of its own
   kernels::sampling_renorm::Variant variant = kernels::sampling_renorm::Variant::kAuto;
-  bool in_place = false;    // out == probs: the kernel reads each entry before writing it
-  std::string str() const;  // "B=3 V=1025 top-p mixed", then " fused"/" multi-launch", " in-place"
+  bool in_place = false;  // out == probs: the kernel reads each entry before writing it
+  int k_clamp = 0;        // ref::sampling_renorm::KRule
+  int top_p_rule = 0;     // ref::sampling_renorm::TopPRule
+  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
-class SamplingRenormCase : public ShapedCase<SamplingRenormShape> {
+class SamplingRenormCase : public ShapedCase<SamplingRenormShape>, public Foreign {
  public:
   explicit SamplingRenormCase(SamplingRenormShape shape) : ShapedCase(shape) {}
   explicit SamplingRenormCase(const fx::Tensors& in);
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
 
   std::string family() const override { return "sampling_renorm"; }
   fx::Tensors draw(fx::Rng& rng) const override;
@@ -42,6 +59,10 @@ class SamplingRenormCase : public ShapedCase<SamplingRenormShape> {
   fx::Tensors reference(const fx::Tensors& in) const override;
   std::vector<fx::ScratchSpec> scratch(const fx::Tensors& in) const override;  // "workspace"
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
+  std::string cannot_run() const override;
+  ::testing::AssertionResult compare_foreign(const fx::OutputSpec& spec, const st::Tensor& got,
+                                             const st::Tensor& want,
+                                             const fx::Tensors& in) const override;
 };
 
 }  // namespace dsv4::cases

@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <string>
 
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/shaped_case.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/kernels/smoke.hpp"
 
 namespace dsv4::cases {
@@ -19,13 +21,16 @@ struct SmokeShape {
   size_t at = 0;
   float scale = 2.0f, bias = 0.5f;
   bool draw_scalars = false;  // draw scale and bias too (host arguments a graph captures)
-  std::string str() const;
+  fx::Vars vars() const;      // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
 class SmokeCase : public ShapedCase<SmokeShape> {
  public:
   explicit SmokeCase(SmokeShape shape) : ShapedCase(shape) {}
   explicit SmokeCase(const fx::Tensors& in);
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
   std::string family() const override { return "smoke"; }
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;

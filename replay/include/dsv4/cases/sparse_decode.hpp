@@ -11,12 +11,22 @@
 // [] (error columns); with splits also part_o F32 [B, S, H, 512] and part_lse F32 [B, S, H] (base
 // 2), the partials split_combine merged into out. out, out_lse and the partials within the
 // tolerance ref::sparse_decode::tolerance derives from the case's data; errors exact.
+// Main and extra caches: v41 and v41_fp4 in any pairing (or the same layout twice). Optional
+// inverse RoPE (compact_attention_hip's inv_rope): in.cos_sin F32 [n_pos, rope_dim] and
+// in.positions I64 [B]; out's tail rotated back, errors counting a position outside the table
+// once per query. The project's kernel applies it on the split path (in split_combine); its
+// unsplit kernel has none. A foreign source (cases::Foreign) is held to the same tolerance, and
+// a NaN in a row with no key or a +inf sink fails naming SGLang's HIP reducer.
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "dsv4/cases/declared_inputs.hpp"
+#include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/attention_inputs.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 
 namespace dsv4::cases {
 
@@ -26,13 +36,18 @@ struct SparseDecodeShape {
   fx::SparseShape s;
   int64_t splits = 0;  // 0: the unsplit kernel
   fx::CacheMix mix{};
-  std::string str() const;  // "B=4 H=16 K=576 v41 P=64 extra=v41_fp4 Ke=64 S=4"
+  bool rope = false;        // inverse RoPE of the last 64 values
+  double bad_position = 0;  // share of queries whose position is outside the table
+  fx::Vars vars() const;    // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
-class SparseDecodeCase : public ShapedCase<SparseDecodeShape> {
+class SparseDecodeCase : public ShapedCase<SparseDecodeShape>, public Foreign {
  public:
   explicit SparseDecodeCase(SparseDecodeShape shape);
   explicit SparseDecodeCase(const fx::Tensors& in);  // from a case file's inputs (checked)
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
 
   std::string family() const override { return "sparse_decode"; }
   fx::Tensors draw(fx::Rng& rng) const override;
@@ -45,7 +60,21 @@ class SparseDecodeCase : public ShapedCase<SparseDecodeShape> {
   // within compare()'s derived tolerance (and bit for bit by the kernel on the arch that wrote
   // them, see unit/replay/test_replay_device.cpp).
   bool golden_bitwise() const override { return false; }
+  std::string cannot_run() const override;
+  ::testing::AssertionResult compare_foreign(const fx::OutputSpec& spec, const st::Tensor& got,
+                                             const st::Tensor& want,
+                                             const fx::Tensors& in) const override;
 };
+
+// A case's inputs with the optional inverse RoPE, as the reference reads them.
+struct SparseView {
+  fx::SparseCase c;
+  std::vector<float> cos_sin;
+  std::vector<int64_t> positions;
+  size_t rope_dim = 0;
+  ref::sparse_decode::Inputs inputs() const;  // valid while this object lives, unmoved
+};
+SparseView sparse_view_of(const fx::Tensors& in);
 
 // The case's inputs as the reference's storage (SparseCase::inputs() views them), and back.
 fx::SparseCase sparse_case_of(const fx::Tensors& in);

@@ -7,12 +7,25 @@
 // F32 [n_pos, rope_dim] and in.positions I64 [B]. Outputs: out BF16 [B, H, D], out_lse F32 [B, H]
 // (natural log, sink excluded) and errors I64 [] (batch rows whose position is outside the table),
 // all bit for bit against the fp32-order reference.
+// SGLang's unnormalised layout in place of in.o / in.lse (ref::split_combine::Unnormalised):
+// in.acc F32 [B, S, H, D], in.m F32 [B, S, H], in.l F32 [B, S, H], optional in.m_base2 I32 (1, the
+// default: m in the base-2 domain as SGLang's HIP reducer; 0: natural as its SM100 path).
+// Optional in.rotate_empty I32 (default 1 in SGLang's layout, 0 in the normalised one): a row
+// with no key or a +inf sink is rotated by the inverse RoPE, -0 where SGLang writes -0. out_lse
+// is this project's extension (SGLang's reducers return none): a foreign case may leave it out.
+// The project's kernel runs the normalised layout without rotate_empty. A foreign source
+// (cases::Foreign) is held to the fp64 merge within the stated tolerances (kOutAtolOfMax,
+// kOutRtol, kLseAtol, kLseRtol); a NaN in a row with no key or a +inf sink fails naming SGLang's
+// HIP reducer.
 
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/declared_inputs.hpp"
+#include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/attention_inputs.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 
 namespace dsv4::cases {
 
@@ -21,23 +34,47 @@ namespace st = fx::st;
 struct SplitCombineShape {
   int64_t B = 1, S = 1, H = 1, D = 512;
   fx::PartialsMix mix{};
-  int variant = 0;          // kernels::split_combine::Args::variant (the same bits either way)
-  std::string str() const;  // "B=4 S=8 H=16 D=512 sink rope"
+  int variant = 0;               // kernels::split_combine::Args::variant (the same bits either way)
+  bool unnormalised = false;     // SGLang's (acc, m, l) layout (reference and replay only)
+  bool m2 = true;                // its m in the base-2 domain
+  bool rotate_empty = false;     // an empty row through the inverse RoPE (SGLang's -0)
+  bool order_sensitive = false;  // rows whose lse sum depends on the order of its terms
+  fx::Vars vars() const;         // the case's identity (fx::Vars: str(), id())
+  std::string str() const { return vars().str(); }
 };
 
-class SplitCombineCase : public ShapedCase<SplitCombineShape> {
+class SplitCombineCase : public ShapedCase<SplitCombineShape>, public Foreign {
  public:
   explicit SplitCombineCase(SplitCombineShape shape);
   explicit SplitCombineCase(const fx::Tensors& in);  // from a case file's inputs (checked)
+  // The case layout, declared once (the case-file reader and --list derive from it).
+  static InputDecls declared_inputs();
 
   std::string family() const override { return "split_combine"; }
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
+  std::string cannot_run() const override;
+  ::testing::AssertionResult compare_foreign(const fx::OutputSpec& spec, const st::Tensor& got,
+                                             const st::Tensor& want,
+                                             const fx::Tensors& in) const override;
 };
 
-// The case's inputs as the reference's storage (SplitPartials::inputs() views them), and back.
+// A case's inputs in either layout, as the reference reads them (inputs() views this object).
+struct SplitView {
+  fx::SplitPartials p;  // shape, n_splits, sink, RoPE; o and lse empty in SGLang's layout
+  std::vector<float> acc, m, l;
+  bool unnormalised = false, m2 = true, rotate_empty = false;
+  ref::split_combine::Inputs inputs() const;
+
+ private:
+  mutable ref::split_combine::Unnormalised un_;
+};
+SplitView split_view_of(const fx::Tensors& in);
+
+// The case's inputs (the normalised layout) as the reference's storage (SplitPartials::inputs()
+// views them), and back.
 fx::SplitPartials split_partials_of(const fx::Tensors& in);
 fx::Tensors tensors_of(const fx::SplitPartials& p);
 

@@ -45,27 +45,56 @@ class CannotRun : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Whose output a case holds, from its __metadata__ "dsv4.source": "dsv4" (the project's kernels;
+// also when the key is absent, as in every file the project's tests write) or anything else (a
+// foreign implementation such as "sglang").
+std::string case_source(const fx::Case& c);
+bool foreign_source(const fx::Case& c);
+
+// Which verdict judges an output. kStrict: the family's own comparator (bit for bit where the
+// family's kernel is bitwise). kTolerant: the verdict SGLang's own tests would accept (tie-tolerant
+// selections, derived tolerances for values), where the family defines one (cases::Foreign);
+// else the family's own comparator. kAuto: tolerant for a foreign source, strict otherwise.
+enum class Verdict { kAuto, kStrict, kTolerant };
+const char* verdict_name(Verdict v);  // "auto", "strict", "tolerant"
+// kAuto resolved for case `c`.
+Verdict verdict_for(const fx::Case& c, Verdict requested);
+
+// A family is a name, the summary of its case layout, and a factory: the fx::KernelCase adapter
+// built from a case file (its inputs, and the metadata a family reads as inputs), which knows the
+// reference, the kernel launch, the outputs and their comparators. Everything the replay does is
+// derived from that object.
 struct Family {
+  // The adapter of a case and the inputs it reads (the case's in.*, plus what it takes from
+  // metadata).
+  struct Bound {
+    std::unique_ptr<fx::KernelCase> k;
+    fx::Tensors inputs;
+  };
+  using Factory = std::function<Bound(const fx::Case&)>;
+
   std::string name;
   std::string summary;  // the case layout, printed by --list
+  Factory make;
+
   // Runs the CPU reference on the case's inputs.
-  std::function<Outputs(const fx::Case&)> reference;
-  // Runs the kernel on the device (empty when the family has no launcher). Called only when a
-  // GPU is available; may also throw CannotRun.
-  std::function<DeviceRun(const fx::Case&)> device;
-  // The family's comparator for one output, `got` under test against `want`.
-  std::function<::testing::AssertionResult(const std::string& output, const st::Tensor& got,
-                                           const st::Tensor& want, const fx::Case& c)>
-      compare;
+  Outputs reference(const fx::Case& c) const;
+  // Runs the kernel on the device (poisoned, canary-guarded buffers, in-place outputs starting
+  // from their input). Throws CannotRun when no GPU answers or the adapter says the device
+  // cannot run the case.
+  DeviceRun device(const fx::Case& c) const;
+  // The comparator of `output` (got under test against want), under `verdict` (kAuto: from the
+  // case's source).
+  ::testing::AssertionResult compare(const std::string& output, const st::Tensor& got,
+                                     const st::Tensor& want, const fx::Case& c,
+                                     Verdict verdict = Verdict::kAuto) const;
   // Whether golden files of this case hold the reference's outputs bit for bit (else within
-  // `compare`); empty: bit for bit.
-  std::function<bool(const fx::Case&)> golden_bitwise;
+  // compare()).
+  bool golden_bitwise(const fx::Case& c) const;
 };
 
-// A family whose adapter is a fx::KernelCase: `make` builds the case object from a case file's
-// inputs (throwing st::FormatError or std::invalid_argument when they do not fit), and the
-// reference, the device run (poisoned, canary-guarded buffers, in-place outputs starting from
-// their input) and the comparator of every output all come from it.
+// A family whose adapter is built from a case file's inputs alone (the usual case):
+// `make` throws st::FormatError or std::invalid_argument when they do not fit.
 Family kernel_case_family(std::string name, std::string summary,
                           std::function<std::unique_ptr<fx::KernelCase>(const fx::Tensors&)> make);
 
@@ -84,6 +113,7 @@ struct Request {
   std::string path;
   std::string family;  // "" takes the case's dsv4.family metadata
   Mode mode = Mode::kReference;
+  Verdict verdict = Verdict::kAuto;  // --strict / --tolerant
 };
 
 struct Result {
@@ -100,7 +130,8 @@ struct Result {
 Result run(const Request& r);
 
 // The command line: dsv4-replay CASE.safetensors [--family NAME] [--reference|--device]
-// [--list] [--help]. Returns the exit code; the report goes to `out`, usage errors to `err`.
+// [--strict|--tolerant] [--list] [--help]. Returns the exit code; the report goes to `out`, usage
+// errors to `err`.
 int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
 
 }  // namespace dsv4::replay
