@@ -183,6 +183,8 @@ int sanitize(const SanitizeOptions& opt) {
     } else if (g.command.empty()) {
       std::string filter;
       for (const auto& f : g.filters) filter += (filter.empty() ? "" : ":") + f;
+      // A subset of exclusions only ("-A:B") applies to the named tests as well.
+      if (opt.gtest_filter.rfind('-', 0) == 0) filter += opt.gtest_filter;
       argv.insert(argv.end(), {g.exe, "--gtest_filter=" + filter, "--gtest_output=xml:" + xml});
     } else {
       argv.insert(argv.end(), g.command.begin(), g.command.end());

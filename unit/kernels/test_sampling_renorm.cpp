@@ -199,8 +199,8 @@ TEST_F(SamplingRenorm, FusedLaunchesShareAWorkspace) {
     }
     runs.push_back(std::move(r));
   }
-  fx::WatchScope watch({"sampling_renorm", "five shapes sharing a workspace",
-                        "B=1..3 V=20000..262144", seed});
+  fx::WatchScope watch(
+      {"sampling_renorm", "five shapes sharing a workspace", "B=1..3 V=20000..262144", seed});
   auto launch_all = [&](gpu::Stream st) {
     for (Run& r : runs) {
       const auto& s = r.shape;

@@ -48,22 +48,7 @@ struct Param {
   Launch launch = Launch::kEager;
   bool rope = false;  // compact_attention_hip's inverse RoPE (the split path applies it)
   SparseDecodeShape shape() const {
-    // Enough pages for about twice the columns, so keys spread over pages (and repeat rarely).
-    auto pages = [](size_t cols, int64_t p) {
-      return int64_t((2 * cols + size_t(p) - 1) / size_t(p)) + 1;
-    };
-    SparseDecodeShape s;
-    s.s = {.B = B,
-           .H = H,
-           .K = K,
-           .layout = layout,
-           .page_size = P,
-           .num_pages = pages(K, P),
-           .Ke = Ke,
-           .extra_layout = extra,
-           .extra_page_size = Pe,
-           .extra_pages = pages(Ke, Pe)};
-    s.splits = splits;
+    SparseDecodeShape s = cases::spread_shape(B, H, K, layout, P, splits, Ke, extra, Pe);
     s.rope = rope;
     return s;
   }

@@ -207,7 +207,8 @@ TEST_F(Replay, RefusalsCarryExitCodeTwo) {
   c.write(path("dtype.safetensors"));
   r = run({path("dtype.safetensors"), "", Mode::kReference});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.report, HasSubstr("tensor 'in.x' field 'dtype': F64, the smoke case layout reads F32"));
+  EXPECT_THAT(r.report,
+              HasSubstr("tensor 'in.x' field 'dtype': F64, the smoke case layout reads F32"));
   c = smoke_case(x, affine(x, kScale, kBias));
   c.inputs["scale"] = st::Tensor::of(std::vector<float>{1, 2});
   c.write(path("scalar.safetensors"));

@@ -80,35 +80,18 @@ TEST_F(Soak, SamplingRenorm) {
 // Unsplit and split, every main layout, the extra caches SGLang pairs, 16 to 128 heads.
 TEST_F(Soak, SparseDecode) {
   using cases::SparseDecodeCase;
-  auto shape = [](size_t B, size_t H, size_t K, KvLayout l, int64_t P, int64_t splits,
-                  size_t Ke = 0, KvLayout el = KvLayout::kV41) {
-    cases::SparseDecodeShape s;
-    auto pages = [](size_t cols, int64_t p) {
-      return int64_t((2 * cols + size_t(p) - 1) / size_t(p)) + 1;
-    };
-    s.s = {.B = B,
-           .H = H,
-           .K = K,
-           .layout = l,
-           .page_size = P,
-           .num_pages = pages(K, P),
-           .Ke = Ke,
-           .extra_layout = el,
-           .extra_page_size = 64,
-           .extra_pages = pages(Ke, 64)};
-    s.splits = splits;
-    return s;
-  };
+  using cases::spread_shape;
   Cases c;
   for (KvLayout l : kLayouts) {
-    c.push_back(std::make_unique<SparseDecodeCase>(shape(2, 16, 576, l, 64, 0)));
-    c.push_back(std::make_unique<SparseDecodeCase>(shape(2, 64, 576, l, 64, 4)));
+    c.push_back(std::make_unique<SparseDecodeCase>(spread_shape(2, 16, 576, l, 64, 0)));
+    c.push_back(std::make_unique<SparseDecodeCase>(spread_shape(2, 64, 576, l, 64, 4)));
   }
-  c.push_back(std::make_unique<SparseDecodeCase>(shape(1, 128, 2048, KvLayout::kV41, 64, 0)));
+  c.push_back(
+      std::make_unique<SparseDecodeCase>(spread_shape(1, 128, 2048, KvLayout::kV41, 64, 0)));
   c.push_back(std::make_unique<SparseDecodeCase>(
-      shape(4, 16, 576, KvLayout::kV41, 64, 0, 64, KvLayout::kV41Fp4)));
+      spread_shape(4, 16, 576, KvLayout::kV41, 64, 0, 64, KvLayout::kV41Fp4)));
   c.push_back(std::make_unique<SparseDecodeCase>(
-      shape(2, 48, 576, KvLayout::kV41, 64, 3, 64, KvLayout::kV41Fp4)));
+      spread_shape(2, 48, 576, KvLayout::kV41, 64, 3, 64, KvLayout::kV41Fp4)));
   run(std::move(c));
 }
 

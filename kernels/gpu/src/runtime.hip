@@ -83,8 +83,8 @@ thread_local std::string t_activity;
   const DeadlineReport r{wait, limit, t_activity};
   DeadlineHandler h = g_deadline_handler.load();
   try {
-    (h ? h : default_deadline_handler)(r);
-    if (h) default_deadline_handler(r);
+    if (h) h(r);
+    default_deadline_handler(r);
   } catch (...) {
     std::fprintf(stderr, "[dsv4] the deadline handler threw\n");
   }

@@ -131,6 +131,26 @@ fx::Tensors tensors_of(const fx::SparseCase& c) {
   return in;
 }
 
+SparseDecodeShape spread_shape(size_t B, size_t H, size_t K, KvLayout layout, int64_t P,
+                               int64_t splits, size_t Ke, KvLayout extra, int64_t Pe) {
+  auto pages = [](size_t cols, int64_t p) {
+    return int64_t((2 * cols + size_t(p) - 1) / size_t(p)) + 1;
+  };
+  SparseDecodeShape s;
+  s.s = {.B = B,
+         .H = H,
+         .K = K,
+         .layout = layout,
+         .page_size = P,
+         .num_pages = pages(K, P),
+         .Ke = Ke,
+         .extra_layout = extra,
+         .extra_page_size = Pe,
+         .extra_pages = pages(Ke, Pe)};
+  s.splits = splits;
+  return s;
+}
+
 SparseDecodeCase::SparseDecodeCase(SparseDecodeShape shape) : ShapedCase(shape) {}
 
 SparseDecodeCase::SparseDecodeCase(const fx::Tensors& in) {

@@ -42,6 +42,13 @@ struct SparseDecodeShape {
   std::string str() const { return vars().str(); }
 };
 
+// A shape whose caches hold about twice the columns each row reads (so keys spread over pages and
+// repeat rarely): B rows of H heads reading K main columns of `layout` in pages of P tokens, and Ke
+// extra columns of `extra` in pages of Pe; `splits` 0 for the unsplit kernel.
+SparseDecodeShape spread_shape(size_t B, size_t H, size_t K, KvLayout layout, int64_t P,
+                               int64_t splits = 0, size_t Ke = 0, KvLayout extra = KvLayout::kV41,
+                               int64_t Pe = 64);
+
 class SparseDecodeCase : public ShapedCase<SparseDecodeShape>, public Foreign {
  public:
   explicit SparseDecodeCase(SparseDecodeShape shape);

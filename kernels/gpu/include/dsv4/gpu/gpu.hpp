@@ -23,8 +23,8 @@
 // clang-format on
 #elif defined(__CUDACC__)
 #define DSV4_GPU_CUDA 1
-#include <cuda_runtime.h>
 #include <cooperative_groups.h>
+#include <cuda_runtime.h>
 #elif defined(DSV4_GPU_HOST_ONLY)
 #define DSV4_GPU_NONE 1
 #else
