@@ -31,13 +31,8 @@ fx::Vars SplitCombineShape::vars() const {
   return v.flag("weights-per-lane", variant == 1);
 }
 
-fx::SplitPartials split_partials_of(const fx::Tensors& in) {
-  fx::SplitPartials p;
-  const st::Tensor& o = input(in, "o");
-  if (o.shape.size() != 4) o.throw_shape("in.o", "[B, S, H, D]");
-  p.shape = {o.shape[0], o.shape[1], o.shape[2], o.shape[3]};
-  p.o = o.values<float>("in.o");
-  p.lse = input(in, "lse").values<float>("in.lse");
+// What both partial forms share: the split counts, the sinks and the inverse-RoPE table.
+static void read_split_rest(const fx::Tensors& in, fx::SplitPartials& p) {
   p.n_splits = input(in, "n_splits").values<int32_t>("in.n_splits");
   if (in.count("sink")) p.sink = input(in, "sink").values<float>("in.sink");
   if (in.count("cos_sin") || in.count("positions")) {
@@ -48,6 +43,16 @@ fx::SplitPartials split_partials_of(const fx::Tensors& in) {
     p.n_pos = cs.shape[0];
     p.positions = input(in, "positions").values<int64_t>("in.positions");
   }
+}
+
+fx::SplitPartials split_partials_of(const fx::Tensors& in) {
+  fx::SplitPartials p;
+  const st::Tensor& o = input(in, "o");
+  if (o.shape.size() != 4) o.throw_shape("in.o", "[B, S, H, D]");
+  p.shape = {o.shape[0], o.shape[1], o.shape[2], o.shape[3]};
+  p.o = o.values<float>("in.o");
+  p.lse = input(in, "lse").values<float>("in.lse");
+  read_split_rest(in, p);
   ref::check(p.inputs());  // sizes against the shape, naming the field
   return p;
 }
@@ -90,16 +95,7 @@ SplitView split_view_of(const fx::Tensors& in) {
     v.m = input(in, "m").values<float>("in.m");
     v.l = input(in, "l").values<float>("in.l");
     if (in.count("m_base2")) v.m2 = input(in, "m_base2").item<int32_t>("in.m_base2") != 0;
-    p.n_splits = input(in, "n_splits").values<int32_t>("in.n_splits");
-    if (in.count("sink")) p.sink = input(in, "sink").values<float>("in.sink");
-    if (in.count("cos_sin") || in.count("positions")) {
-      const st::Tensor& cs = input(in, "cos_sin");
-      if (cs.shape.size() != 2) cs.throw_shape("in.cos_sin", "[n_pos, rope_dim]");
-      p.cos_sin = cs.values<float>("in.cos_sin");
-      p.rope_dim = cs.shape[1];
-      p.n_pos = cs.shape[0];
-      p.positions = input(in, "positions").values<int64_t>("in.positions");
-    }
+    read_split_rest(in, p);
   }
   v.rotate_empty = in.count("rotate_empty")
                        ? input(in, "rotate_empty").item<int32_t>("in.rotate_empty") != 0
