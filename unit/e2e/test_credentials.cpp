@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "gsm8k_runner_util.hpp"
@@ -28,6 +29,16 @@ struct KeyReset {
     ::unsetenv("GITHUB_STEP_SUMMARY");
   }
 };
+
+// A started test server that requires kKey.
+std::unique_ptr<TestServer> keyed_server() {
+  TestServerConfig cfg;
+  cfg.threads = 8;
+  cfg.api_key = kKey;
+  auto server = std::make_unique<TestServer>(cfg);
+  server->start();
+  return server;
+}
 
 // Every regular file under `dir` (recursively) that holds `needle`.
 std::vector<std::string> files_holding(const fs::path& dir, const std::string& needle) {
@@ -137,11 +148,8 @@ TEST(Credentials, RedirectElsewhereIsNotFollowed) {
 // libcurl's trace (HttpClientOptions::verbose) prints the request headers: the key is ***.
 TEST(Credentials, DebugDumpRedactsAuthorization) {
   KeyReset reset;
-  TestServerConfig cfg;
-  cfg.threads = 8;
-  cfg.api_key = kKey;
-  TestServer server(cfg);
-  server.start();
+  const auto keyed = keyed_server();
+  TestServer& server = *keyed;
   eval::set_api_key(kKey, server.url());
   eval::HttpClient client(eval::HttpClientOptions{.max_in_flight = 1, .verbose = true});
   eval::HttpRequest r;
@@ -231,11 +239,8 @@ TEST(Credentials, KeyedRunFilesHoldNoKey) {
 // wait-ready takes --api-key and OPENAI_API_KEY; a refused key is exit 3 at once, naming it.
 TEST(Credentials, WaitReadyTakesTheKey) {
   KeyReset reset;
-  TestServerConfig cfg;
-  cfg.threads = 8;
-  cfg.api_key = kKey;
-  TestServer server(cfg);
-  server.start();
+  const auto keyed = keyed_server();
+  TestServer& server = *keyed;
   std::string err;
   EXPECT_EQ(run_eval_capture({"wait-ready", "--url", server.url(), "--api", "openai-chat",
                               "--api-key", kKey, "--timeout", "10"},
@@ -268,11 +273,8 @@ TEST(Credentials, WaitReadyTakesTheKey) {
 // serve-bench names a refused key (exit 3), as gsm8k does, before any timed request.
 TEST(Credentials, ServeBenchNamesARejectedKey) {
   KeyReset reset;
-  TestServerConfig cfg;
-  cfg.threads = 8;
-  cfg.api_key = kKey;
-  TestServer server(cfg);
-  server.start();
+  const auto keyed = keyed_server();
+  TestServer& server = *keyed;
   TempDir d;
   std::string err;
   const std::vector<std::string> base = {
