@@ -136,6 +136,21 @@ class Table {
   std::string last_;
 };
 
+// The table's last line: "targets: all met" only when every judged row met its target and no row
+// whose target needs a PyTorch peer went without one (a missing peer file is not a pass).
+inline void print_targets(int missed, int unjudged) {
+  if (missed)
+    std::printf("targets: some MISSED (see the table)\n");
+  else if (unjudged)
+    std::printf(
+        "targets: %d rows not judged (no PyTorch peer: run bench/torch_peers.py and pass "
+        "--torch FILE); the others met\n",
+        unjudged);
+  else
+    std::printf("targets: all met\n");
+  std::fflush(stdout);
+}
+
 // Names the row about to be measured in the deadline's report (the Table's label otherwise).
 inline void measuring(const std::string& what) { gpu::set_activity(what); }
 

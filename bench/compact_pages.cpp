@@ -194,6 +194,6 @@ int main(int argc, char** argv) {
                r.targeted ? (met ? "met" : "MISSED") : ""});
   }
   table.print();
-  std::printf("targets: %s\n", missed ? "some MISSED (see the table)" : "all met");
+  bench::print_targets(missed, 0);
   return 0;
 }

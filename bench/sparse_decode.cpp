@@ -141,6 +141,6 @@ int main(int argc, char** argv) {
   std::printf("bf16 peak: %s\n", peak > 0
                                      ? bench::fmt("%.1f TFLOP/s dense (data sheet)", peak).c_str()
                                      : "not known for this card");
-  std::printf("targets: %s\n", missed ? "some MISSED (see the table)" : "all met");
+  bench::print_targets(missed, 0);
   return 0;
 }

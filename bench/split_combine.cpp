@@ -127,6 +127,6 @@ int main(int argc, char** argv) {
   }
   table.print();
   std::printf("torch peer: the same expression for every row (sink always; no inverse RoPE)\n");
-  std::printf("targets: %s\n", missed ? "some MISSED (see the table)" : "all met");
+  bench::print_targets(missed, 0);
   return 0;
 }
