@@ -1,0 +1,108 @@
+"""kv_store: SGLang's unified-KV row scatter and fused RMSNorm + RoPE on the family's cases.
+
+Case layout (replay/include/dsv4/cases/kv_store.hpp): in.kv BF16 [T, S], in.loc I64 [T], in.pool
+BF16 [R, P] -> pool (in place) and errors; the fused store adds in.weight, in.cos_sin [n_pos,
+rope_dim] (SGLang's freqs_cis viewed as fp32 pairs), in.positions, in.eps, in.lanes.
+
+SGLang's scatter skips loc < 0 (and rows its caller marks invalid) but has no bounds check; its
+callers mark nothing past the pool, and neither do they reach the kernel here: the mapping passes
+them as invalid rows through the kernel's own `valid` argument. SGLang counts nothing: `errors`
+is the number of rows the mapping withheld, the count the project's reference expects.
+"""
+
+import torch
+
+from dsv4ci.ops import Op, register
+
+RUNTIME = "sglang.srt.layers.attention.dsv4.unified_kv_kernels.runtime"
+ROPE = "sglang.kernels.ops.attention.deepseek_v4_rope"
+UKV = "python/sglang/srt/layers/attention/dsv4/unified_kv_kernels/"
+
+
+def width(live):
+    w = live.inp.get("width")
+    return int(w.item()) if w is not None else live.inp["kv"].shape[1]
+
+
+def contiguous_rows(live):
+    """None when the rows are contiguous, as SGLang's store requires, else why not."""
+    W, kv, pool = width(live), live.inp["kv"], live.inp["pool"]
+    if kv.shape[1] != W or pool.shape[1] != W:
+        return "strided rows (kv stride %d, pool stride %d, width %d): SGLang's store writes " \
+               "contiguous rows of width head_dim" % (kv.shape[1], pool.shape[1], W)
+    return None
+
+
+def scatter_applies(live):
+    if "weight" in live.inp:
+        return "a fused norm + RoPE case"
+    return contiguous_rows(live)
+
+
+def scatter(fn, live):
+    """_scatter_rows(src, loc, dst, valid=...) as store_compressed_into_unified calls it."""
+    loc, pool = live.inp["loc"].contiguous(), live.out["pool"]
+    valid = (loc < pool.shape[0]).to(torch.int32)
+    fn(live.inp["kv"].contiguous(), loc, pool, dst_base=0, valid=valid)
+    live.out["errors"].fill_(int((loc >= pool.shape[0]).sum()))
+
+
+def fused_applies(live):
+    if "weight" not in live.inp:
+        return "a plain scatter case"
+    return contiguous_rows(live)
+
+
+def fused(fn, live):
+    """fused_norm_rope_inplace_triton on the rows to store (the caller's tokens), freqs_cis the
+    complex view of in.cos_sin, then their bf16 rows written to pool[loc]."""
+    kv, loc, pos = live.inp["kv"], live.inp["loc"], live.inp["positions"]
+    pool, cs = live.out["pool"], live.inp["cos_sin"]
+    n_pos = cs.shape[0]
+    stored = (loc >= 0) & (loc < pool.shape[0]) & (pos >= 0) & (pos < n_pos)
+    rows = stored.nonzero().flatten()
+    x = kv[rows].contiguous()
+    eps = float(live.inp["eps"].item()) if "eps" in live.inp else 1e-6
+    freqs = torch.view_as_complex(cs.float().reshape(n_pos, -1, 2).contiguous())
+    fn(x, live.inp["weight"], eps, freqs, positions=pos[rows].contiguous())
+    pool[loc[rows]] = x
+    live.out["errors"].fill_(int(((loc >= 0) & ~stored).sum()))
+
+
+register(Op(
+    family="kv_store",
+    name="unified_kv_kernels.runtime._scatter_rows",
+    module=RUNTIME,
+    attr="_scatter_rows",
+    platforms=("cuda", "hip"),
+    backend="triton",
+    sweeps=("gpu",),
+    applies=scatter_applies,
+    call=scatter,
+    standin="dsv4ci.standins.kv_store:_scatter_rows",
+    files=(UKV + "runtime.py", UKV + "paged_decode_indices.py", UKV + "paged_decode.py",
+           UKV + "paged_prefill.py"),
+    notes="The unified-KV scatter (store_compressed_into_unified): loc < 0 and valid == 0 rows are "
+          "skipped; a loc past the pool is written out of bounds (no check, runtime.py "
+          "_scatter_rows_kernel), so the mapping marks such rows invalid and counts them.",
+))
+
+register(Op(
+    family="kv_store",
+    name="deepseek_v4_rope.fused_norm_rope_inplace_triton",
+    module=ROPE,
+    attr="fused_norm_rope_inplace_triton",
+    platforms=("cuda", "hip"),
+    backend="triton",
+    sweeps=("gpu",),
+    applies=fused_applies,
+    call=fused,
+    standin="dsv4ci.standins.kv_store:fused_norm_rope_inplace_triton",
+    files=("python/sglang/kernels/ops/attention/deepseek_v4_rope.py",),
+    notes="SGLang's fp32 order is not the project's: tl.sum over the whole row and tl.rsqrt "
+          "where the reference (in.lanes) pins a lane-by-lane fmaf sum and 1/sqrtf, so a value "
+          "one bf16 step away is a MISMATCH under the case's bitwise rule, not a bug; SGLang's "
+          "order has no case layout yet (a fused case without in.lanes is judged against the "
+          "fp64 bound). A position outside freqs_cis is read out of bounds (no check): the "
+          "mapping withholds such rows and counts them, as the reference rejects them.",
+))
