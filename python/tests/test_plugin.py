@@ -1,0 +1,117 @@
+"""The pytest plugin seen from a user's test file: marker, op registry, verdicts, exit codes."""
+
+import json
+import textwrap
+
+import pytest
+
+GOOD = """
+import pytest
+
+@pytest.mark.dsv4("smoke", shape="n=33")
+def test_affine(dsv4_case):
+    dsv4_case.run(lambda live: {"out": live.inp["x"] * live.inp["scale"] + live.inp["bias"]})
+"""
+
+
+def run(pytester, src, *args, subprocess=False):
+    pytester.makepyfile(test_user=textwrap.dedent(src))
+    go = pytester.runpytest_subprocess if subprocess else pytester.runpytest
+    return go("-p", "dsv4ci.plugin", "-p", "no:cacheprovider", *args)
+
+
+def test_a_correct_op_passes(pytester, tool):
+    r = run(pytester, GOOD, "--dsv4-report", str(pytester.path / "rep"))
+    r.assert_outcomes(passed=1)
+    assert r.ret == 0
+    rows = [json.loads(l) for l in (pytester.path / "rep.jsonl").read_text().splitlines()]
+    assert [x["verdict"] for x in rows] == ["match"] and rows[0]["family"] == "smoke"
+    assert "| match |" in (pytester.path / "rep.md").read_text()
+
+
+def test_a_wrong_op_fails_with_the_replay_line(pytester, tool):
+    r = run(pytester, GOOD.replace("+ live.inp[\"bias\"]", "- live.inp[\"bias\"]"),
+            "--dsv4-keep-dir", str(pytester.path / "kept"))
+    r.assert_outcomes(failed=1)
+    assert r.ret == 1
+    out = r.stdout.str()
+    assert "MISMATCH" in out and "reproduce: " in out and "dsv4-replay" in out
+    assert list((pytester.path / "kept").glob("*.safetensors"))
+
+
+def test_a_test_that_never_runs_the_op_is_an_error(pytester, tool):
+    r = run(pytester, """
+        import pytest
+
+        @pytest.mark.dsv4("smoke", shape="n=5")
+        def test_nothing(dsv4_case):
+            pass
+        """)
+    r.assert_outcomes(passed=1, errors=1)
+    assert "never called dsv4_case.run" in r.stdout.str()
+    assert r.ret == 1
+
+
+def test_every_test_skipped_is_could_not_run(pytester, tool):
+    r = run(pytester, """
+        import pytest
+
+        @pytest.mark.dsv4("smoke", shape="n=5")
+        def test_skips(dsv4_case):
+            pytest.skip("op not importable here")
+        """)
+    r.assert_outcomes(skipped=1)
+    assert r.ret == 3
+    assert "could not run: every one of 1 dsv4 tests skipped (1 x op not importable here)" in r.stdout.str()
+
+
+def test_a_missing_tool_is_could_not_run(pytester):
+    r = run(pytester, GOOD, "--dsv4-replay", "/nonexistent/dsv4-replay")
+    assert r.ret == 3, r.stdout.str()
+    assert "is not an executable file" in r.stdout.str()
+
+
+def test_an_unknown_family_cannot_draw(pytester, tool):
+    r = run(pytester, GOOD.replace('"smoke"', '"nosuch"'))
+    assert r.ret == 3
+    assert "nosuch" in r.stdout.str()
+
+
+def test_require_with_nothing_collected_is_could_not_run(pytester, tool):
+    r = run(pytester, "def test_plain():\n    pass\n", "--dsv4-require", "--dsv4-op", "none")
+    assert r.ret == 3
+
+
+def test_registered_ops_run_through_dsv4_op_case_with_their_standins(pytester, tool):
+    pytester.makepyfile(myops=textwrap.dedent("""
+        from dsv4ci.ops import Op, register
+
+        def affine(x, scale, bias):
+            return x * scale + bias
+
+        def wrong(x, scale, bias):
+            return x * scale
+
+        register(Op(family="smoke", name="demo.affine", module="no_such_module_anywhere",
+                    attr="affine", sweeps=("gpu",), standin="myops:affine", max_cases=2,
+                    call=lambda fn, live: {"out": fn(live.inp["x"], live.inp["scale"], live.inp["bias"])}))
+        register(Op(family="smoke", name="demo.wrong", module="myops", attr="wrong", sweeps=("gpu",),
+                    max_cases=1, notes="drops the bias",
+                    call=lambda fn, live: {"out": fn(live.inp["x"], live.inp["scale"], live.inp["bias"])}))
+        """))
+    src = """
+        import myops
+
+        def test_op(dsv4_op_case):
+            dsv4_op_case.check()
+        """
+    r = run(pytester, src, "--dsv4-family", "smoke", "--dsv4-standin", "--dsv4-device", "cpu", subprocess=True)
+    out = r.stdout.str()
+    # the stand-in of demo.affine matches; demo.wrong has no stand-in and skips
+    r.assert_outcomes(passed=2, skipped=1)
+    r = run(pytester, src, "--dsv4-family", "smoke", "--dsv4-device", "cpu", subprocess=True)
+    out = r.stdout.str()
+    # SGLang's function: demo.affine is not importable (skipped with the reason); demo.wrong fails
+    r.assert_outcomes(failed=1, skipped=2)
+    assert "no_such_module_anywhere is not importable here" in out
+    assert "note on demo.wrong: drops the bias" in out
