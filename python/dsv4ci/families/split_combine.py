@@ -9,7 +9,8 @@ from ..ops import Op, register
 
 _STANDIN = "dsv4ci.standins.split_combine:"
 _AITER = "python/sglang/kernels/ops/attention/aiter_sparse_decode_reduce.py"
-_SM100 = "python/sglang/kernels/ops/attention/dsv4/decode_attention_sm100.py"
+_SM100 = ("python/sglang/kernels/ops/attention/dsv4/decode_attention_sm100.py",
+          "python/sglang/kernels/ops/attention/dsv4/kv_layout.py")
 LOG2E = 1.4426950408889634
 
 
@@ -108,7 +109,7 @@ register(Op(
     family="split_combine", name="decode_attention_sm100._combine",
     module="sglang.kernels.ops.attention.dsv4.decode_attention_sm100", attr="_combine",
     platforms=("cuda",), backend="triton", shape={"sglang-natural": ""}, applies=_sm100_applies,
-    call=_call_sm100, standin=_STANDIN + "_combine", files=(_SM100,),
+    call=_call_sm100, standin=_STANDIN + "_combine", files=_SM100,
     notes="swapab_attention's merge on SM100: natural m (in.m_base2 = 0), a split counted when its "
           "sum is > 0, 0 for a row with no key or a +inf sink; launched as swapab_attention "
           "launches it (grid (B, H, 1), BD 512); no sink is passed as -inf." + _LSE_NOTE))
