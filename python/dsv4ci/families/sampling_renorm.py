@@ -36,7 +36,7 @@ def _call_k(fn, live):
 
 
 def _call_k_clamped(fn, live):
-    # SGLang's callers clamp k to [1, V] before FlashInfer's kernel (speculative/sampling helpers).
+    # SGLang's callers clamp k to [1, V] before FlashInfer's kernel (its speculative and sampling code).
     return {"out": fn(live.inp["probs"], live.inp["k"].clamp(1, live.inp["probs"].shape[1]))}
 
 
