@@ -1,6 +1,7 @@
 // candidate_blocks kernel: one block per row; level one selects blocks by their maximum score
-// (recomputed per radix pass), level two selects keys among the kept blocks' candidates; both
-// drop NaN selections and sort with the shared bitonic network.
+// (computed once into shared memory, or per radix pass for rows of very many blocks), level two
+// selects keys among the kept blocks' candidates; both drop NaN selections and sort with the shared
+// bitonic network.
 #include "dsv4/kernels/candidate_blocks.hpp"
 
 #include <stdexcept>
@@ -36,6 +37,45 @@ __device__ __forceinline__ float block_max(const float* row, int32_t len, int32_
   return m;
 }
 
+// Block maxima cached in shared memory for rows of at most this many blocks (16 KiB).
+constexpr int32_t kMaxCachedBlocks = 4096;
+
+// Every block's block_max into bmax[0, n): a 32-lane group per block, lanes striding over its
+// keys. Each lane keeps its first maximum (a strict > in index order) with its index, and the
+// groups combine by value, then by the smaller index, so the result is the serial loop's bit for
+// bit: among maxima that compare equal (-0 and +0) the first in key order wins; any NaN gives +NaN.
+__device__ void cache_block_maxima(const float* row, int32_t len, int32_t bs, int32_t n,
+                                   float* bmax) {
+  const int lane = int(threadIdx.x) % 32, group = int(threadIdx.x) / 32;
+  constexpr int kGroups = kThreads / 32;
+  for (int32_t j = group; j < n; j += kGroups) {
+    const int32_t end = (j + 1) * bs < len ? (j + 1) * bs : len;
+    float m = -__int_as_float(0x7f800000);
+    int32_t at = 0x7fffffff;
+    int nan = 0;
+    for (int32_t i = j * bs + lane; i < end; i += 32) {
+      const float v = row[i];
+      nan |= v != v;
+      if (v > m) {
+        m = v;
+        at = i;
+      }
+    }
+    DSV4_UNROLL
+    for (int off = 16; off > 0; off >>= 1) {
+      const float om = __shfl_xor(m, off, 32);
+      const int32_t oat = __shfl_xor(at, off, 32);
+      nan |= __shfl_xor(nan, off, 32);
+      if (om > m || (om == m && oat < at)) {
+        m = om;
+        at = oat;
+      }
+    }
+    if (lane == 0) bmax[j] = nan ? __int_as_float(0x7fc00000) : m;
+  }
+  __syncthreads();
+}
+
 // Replaces the selections whose score is NaN by the sort pad, pads the rest, sorts ascending.
 template <int W, int R, class Score>
 __device__ void drop_nan_and_sort(int32_t* sel, int32_t count, Score score) {
@@ -56,6 +96,7 @@ __global__ void __launch_bounds__(kThreads) select_kernel(Params p) {
   __shared__ ts::Smem sm;
   __shared__ int32_t blocks[kThreads * R];
   __shared__ int32_t keys[kThreads * R];
+  __shared__ float bmax[kMaxCachedBlocks];
   const int64_t b = blockIdx.x;
   const int tid = int(threadIdx.x);
   const int32_t l = p.lens[b];
@@ -64,9 +105,13 @@ __global__ void __launch_bounds__(kThreads) select_kernel(Params p) {
   const int32_t n = (len + p.bs - 1) / p.bs;
   const int32_t newest = n - 1;
 
-  // Level one: blocks by maximum score, the newest forced to +inf.
+  // Level one: blocks by maximum score, the newest forced to +inf. The maxima are computed once
+  // (cooperatively, into shared memory) where they fit, else per radix pass.
+  const bool cached = n <= kMaxCachedBlocks;
+  if (cached) cache_block_maxima(row, len, p.bs, n, bmax);
   auto bscore = [&](int32_t j) {
-    return j == newest ? __int_as_float(0x7f800000) : block_max(row, len, p.bs, j);
+    return j == newest ? __int_as_float(0x7f800000)
+                       : (cached ? bmax[j] : block_max(row, len, p.bs, j));
   };
   auto bkey = [&](int32_t j, uint64_t& u) {
     const uint32_t k = ts::order_key(bscore(j));

@@ -1,5 +1,5 @@
 // ring_layout kernels: per-token ring locs (flat and verify layouts), prefill slot expansion, and
-// the read side's packed window rows (a one-block offset scan, then a row fill).
+// the read side's packed window rows (a three-pass tiled offset scan that fills the rows).
 #include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
@@ -77,35 +77,66 @@ struct WindowArgs {
   int64_t* errors;
 };
 
-// Rows token d reads: 0 for padding, and 0 for an invalid token, which is counted once.
-__device__ __forceinline__ int32_t window_count(const WindowArgs& a, int64_t d) {
+// Rows token d reads: 0 for padding and for an invalid token; `count` counts an invalid token in
+// *errors (the fill pass does, the totals pass does not, so each is counted once).
+__device__ __forceinline__ int32_t window_count(const WindowArgs& a, int64_t d, bool count) {
   const int32_t b = a.batch_id[d];
   if (b == -1) return 0;
   if (b < 0 || b >= a.B || !valid(a.g, a.slot[b], a.pos[d])) {
-    count_error(a.errors);
+    if (count) count_error(a.errors);
     return 0;
   }
   const int64_t p = a.pos[d];
   return int32_t((p < a.g.win - 1 ? p : a.g.win - 1) + 1);  // min(p + 1, win) without overflow
 }
 
-// One block: exclusive scan of the per-token counts into indptr, tile by tile.
-__global__ void __launch_bounds__(kScanThreads) window_offsets_kernel(WindowArgs a) {
+// Inclusive Hillis-Steele scan of one value per thread over the block (kBlock threads); every
+// thread has read `sums` when it returns.
+__device__ __forceinline__ int32_t block_inclusive_scan(int32_t v, int32_t* sums) {
+  const int tid = int(threadIdx.x);
+  sums[tid] = v;
+  __syncthreads();
+  for (int off = 1; off < kBlock; off <<= 1) {
+    const int32_t add = tid >= off ? sums[tid - off] : 0;
+    __syncthreads();
+    sums[tid] += add;
+    __syncthreads();
+  }
+  const int32_t r = sums[tid];
+  __syncthreads();
+  return r;
+}
+
+// The offsets are a three-pass scan over tiles of kBlock tokens, with indptr itself carrying the
+// tiles' sums between the passes (no workspace): pass 1 writes each tile's row count at the
+// tile's first indptr entry, pass 2 (one block) turns those counts into the tiles' global
+// offsets in place and writes indptr[D], pass 3 scans each tile again from its offset, writes
+// the tile's indptr entries and fills its rows (a warp per token, lanes over the token's rows).
+__global__ void __launch_bounds__(kBlock) window_tile_counts_kernel(WindowArgs a) {
+  __shared__ int32_t sums[kBlock];
+  const int64_t first = int64_t(blockIdx.x) * kBlock;
+  const int64_t d = first + threadIdx.x;
+  const int32_t total = block_inclusive_scan(d < a.D ? window_count(a, d, false) : 0, sums);
+  if (threadIdx.x == kBlock - 1) a.indptr[first] = total;
+}
+
+__global__ void __launch_bounds__(kScanThreads) window_tile_offsets_kernel(WindowArgs a) {
   __shared__ int32_t sums[kScanThreads];
   const int tid = int(threadIdx.x);
+  const int64_t tiles = (a.D + kBlock - 1) / kBlock;
   int32_t carry = 0;
-  for (int64_t base = 0; base < a.D; base += int64_t(kScanThreads) * kScanItems) {
-    const int64_t first = base + int64_t(tid) * kScanItems;
+  for (int64_t base = 0; base < tiles; base += int64_t(kScanThreads) * kScanItems) {
+    const int64_t t0 = base + int64_t(tid) * kScanItems;
     int32_t n[kScanItems];
     int32_t local = 0;
     DSV4_UNROLL
     for (int i = 0; i < kScanItems; ++i) {
-      n[i] = first + i < a.D ? window_count(a, first + i) : 0;
+      n[i] = t0 + i < tiles ? a.indptr[(t0 + i) * kBlock] : 0;
       local += n[i];
     }
     sums[tid] = local;
     __syncthreads();
-    for (int off = 1; off < kScanThreads; off <<= 1) {  // inclusive Hillis-Steele scan
+    for (int off = 1; off < kScanThreads; off <<= 1) {
       const int32_t v = tid >= off ? sums[tid - off] : 0;
       __syncthreads();
       sums[tid] += v;
@@ -114,7 +145,7 @@ __global__ void __launch_bounds__(kScanThreads) window_offsets_kernel(WindowArgs
     int32_t at = carry + sums[tid] - local;
     DSV4_UNROLL
     for (int i = 0; i < kScanItems; ++i) {
-      if (first + i < a.D) a.indptr[first + i] = at;
+      if (t0 + i < tiles) a.indptr[(t0 + i) * kBlock] = at;
       at += n[i];
     }
     carry += sums[kScanThreads - 1];
@@ -123,15 +154,29 @@ __global__ void __launch_bounds__(kScanThreads) window_offsets_kernel(WindowArgs
   if (tid == 0) a.indptr[a.D] = carry;
 }
 
-// Block (32, 8): threadIdx.y picks a token, threadIdx.x strides over its rows.
-__global__ void __launch_bounds__(kBlock) window_fill_kernel(WindowArgs a) {
-  const int64_t d = int64_t(blockIdx.x) * blockDim.y + threadIdx.y;
-  if (d >= a.D) return;
-  const int32_t begin = a.indptr[d], n = a.indptr[d + 1] - begin;
-  if (n <= 0) return;
-  const int64_t s = a.slot[a.batch_id[d]], first = a.pos[d] - n + 1;
-  for (int32_t i = int32_t(threadIdx.x); i < n; i += int32_t(blockDim.x))
-    a.rows[begin + i] = int32_t(s * a.g.ring + (first + i) % a.g.ring);
+__global__ void __launch_bounds__(kBlock) window_tile_fill_kernel(WindowArgs a) {
+  __shared__ int32_t sums[kBlock];
+  __shared__ int32_t begin_of[kBlock];
+  const int64_t first = int64_t(blockIdx.x) * kBlock;
+  const int64_t d = first + threadIdx.x;
+  const int32_t offset = a.indptr[first];  // pass 2's offset of this tile
+  const int32_t n = d < a.D ? window_count(a, d, true) : 0;
+  const int32_t begin = offset + block_inclusive_scan(n, sums) - n;
+  begin_of[threadIdx.x] = begin;
+  if (d < a.D) a.indptr[d] = begin;
+  __syncthreads();
+  constexpr int kWarps = kBlock / 32;
+  const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
+  const int64_t tile_end = first + kBlock < a.D ? first + kBlock : a.D;
+  for (int64_t t = first + warp; t < tile_end; t += kWarps) {
+    const int32_t b0 = begin_of[t - first];
+    const int32_t b1 = t + 1 < tile_end ? begin_of[t + 1 - first] : offset + sums[kBlock - 1];
+    const int32_t cnt = b1 - b0;
+    if (cnt <= 0) continue;
+    const int64_t s = a.slot[a.batch_id[t]], p0 = a.pos[t] - cnt + 1;
+    for (int32_t i = lane; i < cnt; i += 32)
+      a.rows[b0 + i] = int32_t(s * a.g.ring + (p0 + i) % a.g.ring);
+  }
 }
 
 __global__ void __launch_bounds__(kBlock)
@@ -238,10 +283,12 @@ void window_rows(const int32_t* batch_id, const int64_t* pos, int64_t D, const i
     check_ptrs(fn, {{"batch_id", batch_id}, {"pos", pos}, {"rows", rows}, {"errors", errors}});
   if (D > 0 && B > 0) check_ptrs(fn, {{"slot", slot}});
   WindowArgs a{batch_id, pos, D, slot, B, g, indptr, rows, errors};
-  gpu::launch(window_offsets_kernel, dim3(1), dim3(kScanThreads), 0, as_stream(s), a);
-  constexpr unsigned kTokensPerBlock = kBlock / 32;
-  gpu::launch(window_fill_kernel, dim3(gpu::ceil_div(size_t(D), kTokensPerBlock)),
-              dim3(32, kTokensPerBlock), 0, as_stream(s), a);
+  const size_t tiles = gpu::ceil_div(size_t(D), kBlock);
+  if (tiles > 0)
+    gpu::launch(window_tile_counts_kernel, dim3(tiles), dim3(kBlock), 0, as_stream(s), a);
+  gpu::launch(window_tile_offsets_kernel, dim3(1), dim3(kScanThreads), 0, as_stream(s), a);
+  if (tiles > 0)
+    gpu::launch(window_tile_fill_kernel, dim3(tiles), dim3(kBlock), 0, as_stream(s), a);
 }
 
 void prefill_slots(const int64_t* req_slot, const int32_t* indptr, int64_t B, const int64_t* pos,

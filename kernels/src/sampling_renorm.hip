@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "device_units.hpp"
 #include "dsv4/gpu/gpu.hpp"
 #include "sampling_renorm_search.hpp"
 
@@ -275,27 +276,6 @@ size_t carve(int64_t B, int64_t V, int64_t bpr, void* base, Work* w) {
               int32_t(nc)};
   }
   return total;
-}
-
-// f(device) for the current device, asked once per device (at least 1; `cache` holds 64 devices).
-template <class F>
-int64_t per_device(std::atomic<int>* cache, F f) {
-  int dev = 0;
-  if (hipGetDevice(&dev) != hipSuccess || dev < 0) dev = 0;
-  if (dev < 64)
-    if (const int n = cache[dev].load(std::memory_order_relaxed); n > 0) return n;
-  const int n = std::max(f(dev), 1);
-  if (dev < 64) cache[dev].store(n, std::memory_order_relaxed);
-  return n;
-}
-
-// The current device's compute units.
-int64_t compute_units() {
-  static std::atomic<int> cache[64] = {};
-  return per_device(cache, [](int dev) {
-    hipDeviceProp_t prop{};
-    return hipGetDeviceProperties(&prop, dev) == hipSuccess ? prop.multiProcessorCount : 1;
-  });
 }
 
 // How many blocks of the fused kernel the current device holds at once in a cooperative launch

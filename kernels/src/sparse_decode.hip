@@ -12,14 +12,17 @@
 // through a shared-memory staging tile. One instance per layout set (v41 alone, v41_fp4 alone,
 // any), so a common launch runs one reader's code. On NVIDIA the key rows and the partial scores
 // sit in shared memory permuted so that no access conflicts on banks (key_col, score_col).
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
+#include "device_units.hpp"
 #include "dsv4/gpu/gpu.hpp"
 #include "dsv4/gpu/mma.hpp"
 #include "dsv4/kernels/sparse_decode.hpp"
+#include "dsv4/kernels/split_combine.hpp"
 #include "dsv4/ref/formats/kv_tiles.hpp"
 #include "dsv4/ref/fp32_math.hpp"
 #include "sparse_decode_gather.hpp"
@@ -498,6 +501,60 @@ void decode(const Args& a, bf16* out, float* lse, gpu::Stream s) {
   if (!out) bad("out is null");
   if (!aligned16(out)) bad("out is not 16-byte aligned");
   launch(a, 1, out, lse, nullptr, s);
+}
+
+namespace {
+
+// Heads a block of the kernel covers (launch() picks the instance the same way).
+int64_t heads_per_block(int64_t H) { return kMaxGroups >= 4 && H % 64 == 0 ? 64 : 16; }
+
+size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+
+// Partials of S splits in a workspace: o [B, S, H, 512] fp32, then lse [B, S, H] fp32.
+size_t partial_bytes(const Args& a, int64_t S, size_t* lse_offset) {
+  const size_t rows = size_t(a.B) * size_t(S) * size_t(a.H);
+  const size_t o = align16(rows * size_t(kD) * 4);
+  if (lse_offset) *lse_offset = o;
+  return o + align16(rows * 4);
+}
+
+}  // namespace
+
+int64_t decode_splits(const Args& a) {
+  if (a.B <= 0 || a.H <= 0 || a.H % 16 != 0) return 1;
+  const int64_t blocks = a.B * (a.H / heads_per_block(a.H));
+  const int64_t keys = a.main.K + (a.extra.pool ? a.extra.K : 0);
+  const int64_t by_keys = std::max<int64_t>(1, keys / kMinKeysPerSplit);
+  const int64_t fill = compute_units() / std::max<int64_t>(blocks, 1);
+  return std::clamp<int64_t>(fill, 1, std::min(kMaxAutoSplits, by_keys));
+}
+
+size_t decode_workspace_bytes(const Args& a) {
+  const int64_t S = decode_splits(a);
+  return S > 1 ? partial_bytes(a, S, nullptr) : 0;
+}
+
+void decode(const Args& a, bf16* out, float* lse, void* workspace, size_t workspace_bytes,
+            gpu::Stream s) {
+  const int64_t S = decode_splits(a);
+  if (S <= 1) return decode(a, out, lse, s);
+  if (!out) bad("out is null");
+  if (!aligned16(out)) bad("out is not 16-byte aligned");
+  size_t lse_at = 0;
+  const size_t need = partial_bytes(a, S, &lse_at);
+  if (!workspace || workspace_bytes < need)
+    bad("workspace of " + std::to_string(workspace ? workspace_bytes : 0) +
+        " bytes is smaller than the " + std::to_string(need) + " bytes of " + std::to_string(S) +
+        " splits' partials (decode_workspace_bytes)");
+  if (!aligned16(workspace)) bad("workspace is not 16-byte aligned");
+  float* o = static_cast<float*>(workspace);
+  float* lse2 = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + lse_at);
+  launch(a, S, nullptr, lse2, o, s);
+  split_combine::Args c;
+  c.B = a.B, c.S = S, c.H = a.H, c.D = kD;
+  c.o = o, c.lse = lse2, c.sink = a.sink;
+  c.out = out, c.out_lse = lse, c.errors = a.errors;
+  split_combine::combine(c, s);
 }
 
 void decode_partials(const Args& a, int64_t S, float* o, float* lse, gpu::Stream s) {

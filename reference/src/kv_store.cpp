@@ -106,6 +106,17 @@ void norm_rope_row_f32(const bf16* x, size_t width, const NormRope& p, int64_t p
   }
 }
 
+Overflow ss_overflows_f32(double ss, size_t width) {
+  // The fp32 sum is within a relative (width + 6)u of ss (ref/kv_store.hpp, "Why n"); it rounds
+  // to +inf past FLT_MAX plus half an ulp.
+  const double g = (double(width) + 6) * std::ldexp(1.0, -24);
+  const double limit = double(std::numeric_limits<float>::max()) + std::ldexp(1.0, 103);
+  if (!(ss < std::numeric_limits<double>::infinity())) return Overflow::kAlways;
+  if (ss * (1 - g) > limit) return Overflow::kAlways;
+  if (ss * (1 + g) < limit) return Overflow::kNever;
+  return Overflow::kOrderDependent;
+}
+
 void norm_rope_row_f64(const bf16* x, size_t width, const NormRope& p, int64_t pos, double* out) {
   check_norm_rope(p, 0, width);
   if (!position_ok(p, pos))
@@ -115,7 +126,11 @@ void norm_rope_row_f64(const bf16* x, size_t width, const NormRope& p, int64_t p
     const double v = bf16_to_f32(x[j]);
     ss += v * v;
   }
-  const double inv = 1.0 / std::sqrt(ss / double(width) + double(p.eps));
+  // A sum of squares that overflows fp32 in every order gives inv = 0 there, as in the fp32
+  // order (the rule of the special rows, ref/kv_store.hpp): the fp64 row follows it.
+  const double inv = ss_overflows_f32(ss, width) == Overflow::kAlways
+                         ? 0.0
+                         : 1.0 / std::sqrt(ss / double(width) + double(p.eps));
   for (size_t j = 0; j < width; ++j) out[j] = double(bf16_to_f32(x[j])) * inv * double(p.weight[j]);
   const size_t base = width - p.rope_dim, half = p.rope_dim / 2;
   const float* cs = p.cos_sin.data() + size_t(pos) * p.rope_dim;
@@ -173,7 +188,9 @@ Fp64Bounds norm_rope_bounds(std::span<const bf16> kv, size_t T, const RowLayout&
     const bf16* x = kv.data() + t * layout.src();
     double ss = 0;
     for (size_t j = 0; j < W; ++j) ss += double(bf16_to_f32(x[j])) * double(bf16_to_f32(x[j]));
-    const double inv = 1.0 / std::sqrt(ss / double(W) + double(p.eps));
+    const Overflow over = ss_overflows_f32(ss, W);
+    const double inv =
+        over == Overflow::kAlways ? 0.0 : 1.0 / std::sqrt(ss / double(W) + double(p.eps));
     for (size_t j = 0; j < W; ++j) y[j] = double(bf16_to_f32(x[j])) * inv * double(p.weight[j]);
     const float* cs = p.cos_sin.data() + size_t(p.positions[t]) * p.rope_dim;
     for (size_t j = 0; j < W; ++j) {
@@ -187,7 +204,10 @@ Fp64Bounds norm_rope_bounds(std::span<const bf16> kv, size_t T, const RowLayout&
       }
       const double e = gamma * m;
       b.f32[t * W + j] = e;
-      b.stored[t * W + j] = bf * (std::fabs(f) + e) + e + tiny;
+      // Where the fp32 sum may or may not overflow, depending on its order, both outcomes
+      // (the fp64 value and +-0) are within the bound.
+      b.stored[t * W + j] = bf * (std::fabs(f) + e) + e + tiny +
+                            (over == Overflow::kOrderDependent ? std::fabs(f) : 0);
     }
   }
   return b;

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <vector>
@@ -337,6 +338,74 @@ TEST(KvStoreNormRope, SpecialRowsFollowTheSpecification) {
   for (size_t j = 0; j < W - 64; ++j)
     EXPECT_EQ(sub[j].bits, f32_to_bf16((bf16_to_f32(x[j]) * inv) * 1.25f).bits)
         << "subnormals are scaled, not flushed: " << j;
+}
+
+// A row whose sum of squares overflows fp32 is +-0 in the fp32 order and in the fp64 reference
+// alike, so the fp32 order's output lies within the fp64 bounds (the verdict a foreign fused store
+// gets) on such rows too: no implementation has to choose between the two. In the band where the
+// overflow depends on the summation order, both outcomes are within the bound.
+TEST(KvStoreNormRope, OverflowingRowsAgreeBetweenTheFp32OrderAndTheFp64Bounds) {
+  const uint64_t seed = fx::test_seed();
+  const size_t W = 512, n_pos = 16;
+  DSV4_CASE(seed, "W=512 overflowing rows");
+  fx::Rng rng(seed);
+  const auto table = ref::kv_store::rope_table(n_pos, 64);
+  const std::vector<float> weight(W, 1.25f);
+  // Row 0: squares far past FLT_MAX; row 1: a sum just past FLT_MAX for every order; row 2: a
+  // sum right at the threshold (order-dependent); row 3: an ordinary row beside them.
+  const double limit = double(std::numeric_limits<float>::max());
+  std::vector<float> xf;
+  for (size_t j = 0; j < W; ++j) xf.push_back(float(rng.uniform(1e20, 1e30)));
+  const float big = float(std::sqrt(limit * 1.01 / double(W)));
+  for (size_t j = 0; j < W; ++j) xf.push_back(j % 2 ? big : -big);
+  // Row 2 from two adjacent bf16 values lo < hi around sqrt(FLT_MAX / W): k values hi, the rest
+  // lo, with k putting the exact sum as near the rounding threshold as the steps allow.
+  bf16 lo = f32_to_bf16(float(std::sqrt(limit / double(W))));
+  const double threshold = limit + std::ldexp(1.0, 103);
+  while (double(W) * bf16_to_f32(lo) * bf16_to_f32(lo) > threshold) --lo.bits;
+  const bf16 hi{uint16_t(lo.bits + 1)};
+  const double l2 = double(bf16_to_f32(lo)) * bf16_to_f32(lo),
+               h2 = double(bf16_to_f32(hi)) * bf16_to_f32(hi);
+  size_t k = 0;
+  for (size_t c = 0; c <= W; ++c)
+    if (std::fabs((W - c) * l2 + c * h2 - threshold) < std::fabs((W - k) * l2 + k * h2 - threshold))
+      k = c;
+  for (size_t j = 0; j < W; ++j) xf.push_back(bf16_to_f32(j < k ? hi : lo));
+  for (size_t j = 0; j < W; ++j) xf.push_back(float(rng.normal()));
+  const auto x = fx::to_bf16(xf);
+  const size_t T = 4;
+  const std::vector<int64_t> positions = {3, 5, 7, 9};
+  const NormRope p{.weight = weight, .cos_sin = table, .positions = positions};
+  auto ss_of = [&](size_t t) {
+    double ss = 0;
+    for (size_t j = 0; j < W; ++j)
+      ss += double(bf16_to_f32(x[t * W + j])) * bf16_to_f32(x[t * W + j]);
+    return ss;
+  };
+  using ref::kv_store::Overflow;
+  EXPECT_EQ(ref::kv_store::ss_overflows_f32(ss_of(0), W), Overflow::kAlways);
+  EXPECT_EQ(ref::kv_store::ss_overflows_f32(ss_of(1), W), Overflow::kAlways);
+  EXPECT_EQ(ref::kv_store::ss_overflows_f32(ss_of(2), W), Overflow::kOrderDependent);
+  EXPECT_EQ(ref::kv_store::ss_overflows_f32(ss_of(3), W), Overflow::kNever);
+  const auto b = ref::kv_store::norm_rope_bounds(x, T, {.width = W}, p);
+  for (size_t t = 0; t < 2; ++t)
+    for (size_t j = 0; j < W; ++j) ASSERT_EQ(b.value[t * W + j], 0.0) << "row " << t << " j " << j;
+  for (size_t lanes : {1, 16, 32, 64}) {
+    SCOPED_TRACE("lanes=" + std::to_string(lanes));
+    std::vector<bf16> pool(T * W, kSentinel);
+    ref::kv_store::norm_rope_store(x, std::vector<int64_t>{0, 1, 2, 3}, pool, T, {.width = W}, p,
+                                   lanes);
+    EXPECT_TRUE(fx::close(pool, b.value, Shape{T, W}, {.bound = b.stored}, {.name = "stored"}));
+  }
+  // Both outcomes of the order-dependent row are admitted: its fp64 value and +-0.
+  std::vector<bf16> zero_row(W, bf16{0}), fp64_row(W);
+  for (size_t j = 0; j < W; ++j) fp64_row[j] = f32_to_bf16(float(b.value[2 * W + j]));
+  const std::vector<double> v2(b.value.begin() + 2 * W, b.value.begin() + 3 * W);
+  const std::vector<double> s2(b.stored.begin() + 2 * W, b.stored.begin() + 3 * W);
+  fx::Tolerance zeros{.allow_all_zero = true};
+  zeros.bound = s2;
+  EXPECT_TRUE(fx::close(zero_row, v2, Shape{W}, zeros, {.name = "row 2 as +-0"}));
+  EXPECT_TRUE(fx::close(fp64_row, v2, Shape{W}, {.bound = s2}, {.name = "row 2 as fp64"}));
 }
 
 // The lane count is part of the specification: summing in another order changes some bits, so the

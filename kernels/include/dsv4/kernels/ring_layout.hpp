@@ -33,8 +33,9 @@ void verify_locs(const int64_t* slot, const int64_t* pos, const int32_t* commit_
                  int64_t V, const Ring& g, int64_t* loc, int64_t* errors, gpu::Stream s);
 
 // Read side for D decode tokens: batch_id[D] (-1 = padding), pos[D], slot[B] -> indptr[D+1] and
-// rows (capacity D*win; entries past indptr[D] are not written). Two launches: the offsets (one
-// block), then the rows.
+// rows (capacity D*win; entries past indptr[D] are not written). Three launches over tiles of 256
+// tokens (each tile's row count, the tiles' offsets, then each tile's indptr and rows); indptr
+// carries the tile sums between them, so no workspace is needed.
 void window_rows(const int32_t* batch_id, const int64_t* pos, int64_t D, const int64_t* slot,
                  int64_t B, const Ring& g, int32_t* indptr, int32_t* rows, int64_t* errors,
                  gpu::Stream s);

@@ -39,6 +39,21 @@ struct Args {
 // std::invalid_argument naming the field.
 void decode(const Args& a, bf16* out, float* lse, gpu::Stream s);
 
+// decode() over split-KV partials merged by split_combine (the sink applied there), when the
+// unsplit grid would leave the device idle: decode_splits(a) is the split count chosen from the
+// batch, the heads, the keys and the current device's compute units (enough blocks to fill the
+// device once, at least kMinKeysPerSplit keys a split, at most kMaxAutoSplits), 1 when the
+// unsplit grid already fills it; decode_workspace_bytes(a) is what the partials need (0 for 1
+// split). The same contract as decode() above, held to the same tolerance of the reference (the
+// sums run in another order, so not its bits). A workspace smaller than decode_workspace_bytes(a)
+// throws std::invalid_argument naming both sizes.
+constexpr int64_t kMinKeysPerSplit = 32;  // one key tile
+constexpr int64_t kMaxAutoSplits = 64;
+int64_t decode_splits(const Args& a);
+size_t decode_workspace_bytes(const Args& a);
+void decode(const Args& a, bf16* out, float* lse, void* workspace, size_t workspace_bytes,
+            gpu::Stream s);
+
 // Split-KV partials: o [B, S, H, 512] fp32 (each normalised by its own sum) and lse [B, S, H]
 // base 2 (-inf: a split without keys, its o then 0), S >= 1; merge with split_combine::combine
 // (n_splits = S, the sink there).

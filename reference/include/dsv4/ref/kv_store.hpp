@@ -110,6 +110,12 @@ std::vector<float> rope_table(size_t n_pos, size_t rope_dim, double base = 10000
 // bf16's subnormal range). The fp32 bound is a worst case; the stored bound is reached to within
 // a factor of about two by ordinary inputs (RNE errors near half a bf16 ulp), which the GPU test
 // shows on every run (the largest |s - f| / bound is recorded and must exceed 1/2).
+// Whether a row's sum of squares ss (exact, in fp64) overflows fp32 when summed in fp32: in every
+// order (kAlways: the fp64 reference then takes inv = 0, as the fp32 order does), in none, or
+// depending on the order (within the fp32 sum's relative error of FLT_MAX: the bound admits both).
+enum class Overflow { kNever, kOrderDependent, kAlways };
+Overflow ss_overflows_f32(double ss, size_t width);
+
 struct Fp64Bounds {
   std::vector<double> value;   // fp64 rows [T, width] (NaN for rows whose position is outside)
   std::vector<double> f32;     // e_j
