@@ -131,10 +131,11 @@ class Case:
         return self.path
 
     def with_got(self, got, **metadata):
-        """A copy holding `got` (name -> tensor, moved to the CPU) and extra metadata."""
+        """A copy holding `got` (name -> tensor, moved to the CPU; None: an output not produced, left
+        out) and extra metadata."""
         c = Case(self.family, self.inputs, self.want, self.start,
-                 {n: t.detach().to("cpu") for n, t in got.items()}, self.metadata, None)
-        for n in got:  # a packed output keeps its layout's name (e.g. want.pages.format)
+                 {n: t.detach().to("cpu") for n, t in got.items() if t is not None}, self.metadata, None)
+        for n in c.got:  # a packed output keeps its layout's name (e.g. want.pages.format)
             fmt = self.metadata.get(f"want.{n}.format") or self.metadata.get(f"start.{n}.format")
             if fmt:
                 c.metadata[f"got.{n}.format"] = fmt

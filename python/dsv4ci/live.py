@@ -51,6 +51,7 @@ class LiveCase:
         self.inp = {n: g.tensor for n, g in self._in_guards.items()}
         self.out = {n: g.tensor for n, g in self._out_guards.items()}
         self._current = case
+        self.omitted = set()  # outputs the op does not produce (its call returned None for them)
 
     # ---- the case's vars ------------------------------------------------------------------------
     def var(self, key, default=None):
@@ -80,6 +81,9 @@ class LiveCase:
             raise RunFailure(f"{self.label}: the op returned {type(res).__name__}; expected a dict of "
                              f"outputs ({', '.join(self.out)}) or None")
         for n, t in res.items():
+            if t is None and n in self.out:  # an output this op does not produce: not judged
+                self.omitted.add(n)
+                continue
             if n not in self.out:
                 raise RunFailure(f"{self.label}: the op returned output {n!r}; the case's outputs are "
                                  f"{', '.join(self.out)}")
@@ -107,7 +111,11 @@ class LiveCase:
 
     def _outputs_cpu(self):
         self._sync()
-        return {n: t.detach().cpu().clone() for n, t in self.out.items()}
+        got = {n: t.detach().cpu().clone() for n, t in self.out.items() if n not in self.omitted}
+        if not got:
+            raise RunFailure(f"{self.label}: the op produced none of the case's outputs "
+                             f"({', '.join(self.out)}): nothing to judge")
+        return got
 
     # ---- a run ------------------------------------------------------------------------------
     def run(self, fn, graph=False, repeat=1):
@@ -115,6 +123,7 @@ class LiveCase:
         if repeat < 1:
             raise ValueError(f"repeat must be at least 1, got {repeat}")
         self.runs += 1
+        self.omitted = set()
         if graph:
             return self._run_graph(fn)
         first = None
@@ -172,6 +181,8 @@ class LiveCase:
             lines = [f"{self.label}: case {case.name} (seed {case.seed}) {'graph replay ' if graph else ''}"
                      f"is {'MISMATCH' if not v.ok else 'damaged'}"]
             lines += [f"  {m}" for m in failures]
+            if self.omitted:
+                lines.append(f"  not produced by the op (not judged): {', '.join(sorted(self.omitted))}")
             lines.append(v.summary())
             lines.append(f"  case file kept: {path}")
             lines.append(f"  reproduce: {v.command()}")

@@ -41,6 +41,9 @@ def pytest_addoption(parser):
     g.addoption("--dsv4-repeat", type=int, default=1, help="run each case this many times; bytes must agree")
     g.addoption("--dsv4-standin", action="store_true",
                 help="run each op's stand-in (the project's re-implementation) instead of SGLang's function")
+    g.addoption("--dsv4-any-platform", action="store_true",
+                help="run every op on this device, also those SGLang dispatches to on the other platform "
+                     "(a Triton kernel SGLang uses on ROCm, run on CUDA)")
     g.addoption("--dsv4-sglang-src", default=None,
                 help="a folder of SGLang source files (python/sglang/...) to import SGLang from")
     g.addoption("--dsv4-keep-dir", default="dsv4-cases", help="where case files with got.* are written")
@@ -186,7 +189,7 @@ class OpCase:
         config = self.state.config
         standin = config.getoption("--dsv4-standin") if standin is None else standin
         device = torch.device("cpu") if standin and not config.getoption("--dsv4-device") else self.state.device()
-        if not standin:
+        if not standin and not config.getoption("--dsv4-any-platform"):
             why = self.op.platform_reason(device)
             if why:
                 pytest.skip(why)
@@ -251,6 +254,30 @@ def dsv4_case(request):
     if live.runs == 0:
         pytest.fail(f"{request.node.name}: the test never called dsv4_case.run(fn): nothing was judged",
                     pytrace=False)
+
+
+@pytest.fixture
+def dsv4_draw(request):
+    """dsv4_draw(family, shape=None, sweep=None, seed=None, overrides=None) -> [Case]: drawn cases."""
+    state = _state(request.config)
+
+    def draw(family, shape=None, sweep=None, seed=None, overrides=None):
+        return [Case.load(p) for p in state.draw(family, sweep=sweep, shape=shape, overrides=overrides,
+                                                 seed=seed)]
+
+    return draw
+
+
+@pytest.fixture
+def dsv4_live(request, tmp_path):
+    """dsv4_live(case, label="", device=None, source="sglang") -> LiveCase (cases kept under tmp_path)."""
+    state = _state(request.config)
+
+    def live(case, label="", device=None, source="sglang", rule=None):
+        return LiveCase(case, device or state.device(), state.tool(), str(tmp_path / "cases"),
+                        label=label or request.node.name, source=source, rule=rule)
+
+    return live
 
 
 @pytest.hookimpl(hookwrapper=True)

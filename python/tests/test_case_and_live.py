@@ -146,3 +146,16 @@ def test_graph_replay_on_a_second_input_set(tool, tmp_path):
     live = LiveCase(c, "cuda", tool, str(tmp_path / "keep"), label="g", rounds=[again])
     assert live.run(affine, graph=True).ok
     assert len(live.verdicts) == 2
+
+
+def test_an_op_that_produces_no_output_has_nothing_judged_and_fails(tool, tmp_path):
+    live = LiveCase(smoke_case(tool, tmp_path), "cpu", tool, str(tmp_path / "keep"), label="none")
+    with pytest.raises(RunFailure, match="produced none of the case's outputs"):
+        live.run(lambda live: {"out": None})
+
+
+def test_the_fixtures_draw_and_wrap_cases(dsv4_draw, dsv4_live):
+    cases = dsv4_draw("smoke", shape="n=9")
+    assert len(cases) == 1 and cases[0].vars["n"] == "9"
+    live = dsv4_live(cases[0], device="cpu")
+    assert live.run(affine).ok

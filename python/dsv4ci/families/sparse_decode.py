@@ -81,8 +81,7 @@ def _call_flashmla(fn, live):
                   attn_sink=live.inp.get("sink"), extra_k_cache=ecache,
                   extra_indices_in_kvcache=None if eidx is None else eidx.reshape(B, 1, -1),
                   extra_topk_length=elens)
-    return {"out": out[:, 0], "out_lse": lse[:, :, 0].float(),
-            "errors": error_columns(live).to(q.device)}
+    return {"out": out[:, 0], "out_lse": lse[:, :, 0].float(), "errors": None}
 
 
 def _call_hip(fn, live):
@@ -93,14 +92,10 @@ def _call_hip(fn, live):
     out = fn(q, cache_of(live), live.inp["indices"], live.inp["lengths"], live.inp.get("sink"),
              extra_cache=ecache, extra_indices=eidx, extra_lengths=elens, softmax_scale=scale,
              inv_rope=rope)
-    kv, valid = sd.keys_of(q, cache_of(live), live.inp["indices"], live.inp["lengths"], ecache, eidx, elens)
-    _, lse = sd.attend(q, kv, valid, scale, None, False)
-    lse = torch.where(lse == float("-inf"), torch.full_like(lse, float("inf")), lse)
-    return {"out": out, "out_lse": lse.float(), "errors": error_columns(live).to(q.device)}
+    return {"out": out, "out_lse": None, "errors": None}  # SGLang returns no lse and counts nothing
 
 
-_EXT = (" errors (this project's count of index columns outside the cache) is filled by the "
-        "mapping; SGLang masks such columns and counts none.")
+_EXT = " SGLang counts no bad index columns: errors is not judged."
 
 register(Op(
     family="sparse_decode", name="triton_flashmla.flash_mla_with_kvcache_triton",
@@ -121,5 +116,4 @@ register(Op(
     notes="V4.1 pages (v41, v41_fp4, any pairing) read by a gluon kernel built on aiter's _qkpv_fp8 "
           "(gfx950); with more than one split SGLang merges in aiter_sparse_split_reduce, which "
           "writes NaN for a query with no key or a +inf sink (see split_combine). It returns no "
-          "lse: out_lse is filled by the mapping from the stand-in's fp32 scores, so only out is "
-          "SGLang's." + _EXT))
+          "lse: out_lse is not judged, only out." + _EXT))

@@ -70,7 +70,7 @@ def _sm100_applies(live):
 
 
 def _extensions(live, m, l, base2):
-    return {"out_lse": merged_lse(m, l, base2)}
+    return {"out_lse": None}  # SGLang's reducers return no lse: not judged
 
 
 def _call_aiter(fn, live):
@@ -90,8 +90,7 @@ def _call_sm100(fn, live):
     return dict(_extensions(live, m, l, False), out=out)
 
 
-_LSE_NOTE = (" out_lse (this project's extension) is filled by the mapping from the partials: "
-             "SGLang's reducers return none, so only out is SGLang's.")
+_LSE_NOTE = " SGLang's reducers return no lse: out_lse is not judged, only out."
 
 register(Op(
     family="split_combine", name="aiter_sparse_decode_reduce.aiter_sparse_split_reduce",
