@@ -6,6 +6,7 @@
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/gpu/runtime.hpp"
 #include "dsv4/replay/replay.hpp"
+#include "dsv4/replay/shaped_family.hpp"
 
 namespace dsv4::replay {
 namespace {
@@ -24,6 +25,26 @@ bool register_family(Family f) {
   if (!families().emplace(name, std::move(f)).second)
     throw std::logic_error("replay family '" + name + "' registered twice");
   return true;
+}
+
+std::optional<fx::Vars> stated_vars(const fx::Case& c) {
+  auto it = c.metadata.find("dsv4.shape");
+  if (it == c.metadata.end() || it->second.empty()) return std::nullopt;
+  try {
+    return fx::Vars::parse(it->second);
+  } catch (const fx::VarsError& e) {
+    throw_stated(e.what());
+  }
+}
+
+void throw_stated(const std::string& why) {
+  throw st::FormatError("case", "", "__metadata__.dsv4.shape", why);
+}
+
+void check_stated(const fx::Vars& stated, const std::string& built) {
+  if (fx::Vars::parse(built) != stated)
+    throw_stated("the case states the shape '" + stated.spec() + "' but its inputs give '" + built +
+                 "'");
 }
 
 const Family* find_family(const std::string& name) {

@@ -24,36 +24,13 @@ using ::testing::HasSubstr;
 
 using SweepParam = fx::Sweep<CandidateBlocksShape>;
 
-std::vector<SweepParam> sweep_params() {
-  std::vector<SweepParam> v;
-  int i = 0;
-  auto add = [&](CandidateBlocksShape s) {
-    s.wave = i % 2 ? 32 : 16;
-    s.ties = i % 3 == 1;
-    s.hostile = i % 3 == 2;
-    v.push_back({s});
-    ++i;
-  };
-  for (int64_t bs : {1, 7, 64, 128, 512})
-    for (int64_t len : {int64_t(1), bs - 1, bs + 1, int64_t(1000), int64_t(8193), int64_t(-1)})
-      if (len >= 0 || bs > 1)
-        add({.B = 5, .width = 8193, .len = len, .bs = bs, .nb = 16, .K = 512});
-  add({.B = 3, .width = 4096, .len = 4096, .bs = 64, .nb = 64, .K = 2048});   // nb = every block
-  add({.B = 3, .width = 4096, .len = 4000, .bs = 64, .nb = 100, .K = 2048});  // nb > blocks
-  add({.B = 31, .width = 65537, .len = -1, .bs = 64, .nb = 32, .K = 1024});   // ragged, long
-  add({.B = 2, .width = 300, .len = 300, .bs = 8, .nb = 2048, .K = 7});       // nb at its max
-  add({.B = 129, .width = 16385, .len = 16385, .bs = 128, .nb = 8, .K = 512});
-  add({.B = 4, .width = 2000, .len = 0, .bs = 64, .nb = 4, .K = 16});  // empty rows
-  return v;
-}
-
 class CandidateBlocksSweep : public fx::GpuTestWithParam<SweepParam> {};
 
 TEST_P(CandidateBlocksSweep, MatchesReference) {
   fx::expect_case(CandidateBlocksCase(GetParam().shape), stream(), GetParam().options());
 }
 
-DSV4_CASE_SWEEP(CandidateBlocksSweep, sweep_params());
+DSV4_CASE_SWEEP(CandidateBlocksSweep, cases::candidate_blocks_gpu_sweep());
 
 class CandidateBlocks : public fx::GpuTest {};
 

@@ -29,88 +29,21 @@ using ::testing::HasSubstr;
 
 constexpr KvLayout kLayouts[] = {KvLayout::kV41, KvLayout::kV41Fp4, KvLayout::kV4,
                                  KvLayout::kV4Fnuz};
-constexpr int64_t kPageSizes[] = {1, 2, 7, 64, 128, 256};
-
-// Enough pages for T distinct slots with room to spare.
-int64_t pages_for(int64_t T, int64_t P) { return (T + T / 2 + 3 + P - 1) / P; }
-
-struct SweepParam {
-  CompactOp op;
-  KvLayout layout;
-  int64_t P, T;
-  int V = 0;  // quantise values per lane; 0: the default
-  int64_t stride = 0;
-  Launch launch = Launch::kEager;
-  int variant = 0;  // kernel variant (quantise: v41_fp4 encoders; dequantise)
-  CompactPagesShape shape() const {
-    return {.op = op,
-            .layout = layout,
-            .page_size = P,
-            .T = T,
-            .num_pages = pages_for(T, P),
-            .stride = stride,
-            .values_per_lane = V,
-            .variant = variant};
-  }
-  fx::Vars vars() const { return fx::Sweep<CompactPagesShape>{shape(), launch}.vars(); }
-};
-void PrintTo(const SweepParam& p, std::ostream* os) { *os << p.vars().str(); }
-
-// Every layout, op and page size at a few row counts ...
-std::vector<SweepParam> shape_params() {
-  std::vector<SweepParam> v;
-  for (KvLayout l : kLayouts)
-    for (CompactOp op :
-         {CompactOp::kQuantize, CompactOp::kDequantizeBf16, CompactOp::kDequantizeF32})
-      for (int64_t P : kPageSizes)
-        for (int64_t T : {int64_t(0), int64_t(1), int64_t(300), int64_t(4096)})
-          if (T != 0 || P == 64) v.push_back({op, l, P, T});
-  return v;
-}
-// ... every values-per-lane choice, strides and graph launches on a smaller set.
-std::vector<SweepParam> axis_params() {
-  std::vector<SweepParam> v;
-  for (KvLayout l : kLayouts) {
-    for (int V : {8, 16, 32, 64})
-      if (kc::values_per_lane_supported(l, V))
-        for (int64_t T : {int64_t(1), int64_t(777), int64_t(65536)})
-          v.push_back({CompactOp::kQuantize, l, 64, T, V});
-    v.push_back({CompactOp::kQuantize, l, 7, 1000, 0, 576});
-    v.push_back({CompactOp::kDequantizeBf16, l, 7, 1000, 0, 520});
-    v.push_back({CompactOp::kDequantizeF32, l, 7, 1000, 0, 528});
-    v.push_back({CompactOp::kDequantizeBf16, l, 64, 65536});
-    for (CompactOp op :
-         {CompactOp::kQuantize, CompactOp::kDequantizeBf16, CompactOp::kDequantizeF32})
-      v.push_back({op, l, 2, 999, 0, 0, Launch::kGraph});
-    // The other fp4 quantise encoder (variant 1) at every values-per-lane choice, and in a graph.
-    if (l == KvLayout::kV41Fp4) {
-      for (int V : {8, 16, 32, 64})
-        for (int64_t T : {int64_t(777), int64_t(65536)})
-          v.push_back({CompactOp::kQuantize, l, 64, T, V, 0, Launch::kEager, 1});
-      v.push_back({CompactOp::kQuantize, l, 7, 1000, 0, 576, Launch::kEager, 1});
-      v.push_back({CompactOp::kQuantize, l, 2, 999, 0, 0, Launch::kGraph, 1});
-    }
-    // The other fp32 dequantise kernel (variant 1): odd pages and a stride, a large batch, a graph.
-    v.push_back({CompactOp::kDequantizeF32, l, 7, 1000, 0, 528, Launch::kEager, 1});
-    v.push_back({CompactOp::kDequantizeF32, l, 64, 4096, 0, 0, Launch::kEager, 1});
-    v.push_back({CompactOp::kDequantizeF32, l, 2, 999, 0, 0, Launch::kGraph, 1});
-  }
-  return v;
-}
+using SweepParam = fx::Sweep<CompactPagesShape>;
 
 class CompactPagesSweep : public fx::GpuTestWithParam<SweepParam> {};
 
 // Whole pool (or output) bit for bit, the counter, every buffer's canaries.
 TEST_P(CompactPagesSweep, WholeOutputMatchesReference) {
-  const CompactPagesCase c(GetParam().shape());
+  const CompactPagesCase c(GetParam().shape);
   for (uint64_t seed : fx::case_seeds()) {
     DSV4_CASE(seed, c.name());
     EXPECT_TRUE(fx::check_case(c, seed, stream(), {.launch = GetParam().launch}));
   }
 }
 
-DSV4_CASE_SWEEP(CompactPagesSweep, shape_params());
-DSV4_CASE_SWEEP_AS(Axes, CompactPagesSweep, axis_params());
+DSV4_CASE_SWEEP(CompactPagesSweep, cases::compact_pages_gpu_sweep());
+DSV4_CASE_SWEEP_AS(Axes, CompactPagesSweep, cases::compact_pages_options_sweep());
 
 class CompactPages : public fx::GpuTest {};
 

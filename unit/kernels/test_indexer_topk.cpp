@@ -32,33 +32,6 @@ using SweepParam = fx::Sweep<IndexerTopkShape>;
 
 // The shapes; the other axes (sorted and its wave width, page tables, score kinds,
 // padded strides, graph launches) rotate over them so every combination of two appears.
-std::vector<SweepParam> sweep_params() {
-  std::vector<SweepParam> v;
-  int i = 0;
-  auto add = [&](int64_t B, int64_t K, int64_t len, int64_t width) {
-    IndexerTopkShape s{.B = B, .width = width, .K = K, .len = len};
-    s.sorted = i % 2 == 0;
-    s.wave = s.sorted ? (i % 4 == 0 ? 16 : 32) : 0;
-    s.page_bits = (i / 2) % 3 == 0 ? -1 : ((i / 2) % 3 == 1 ? 0 : 6);
-    s.permuted = (i / 3) % 2 == 1;
-    s.scores = ScoreKind((i / 5) % 3);
-    if (i % 7 == 3) s.stride = width + 5;
-    v.push_back({s, i % 11 == 5 ? Launch::kGraph : Launch::kEager});
-    ++i;
-  };
-  for (int64_t K : {512, 1024, 2048}) {
-    for (int64_t B : {1, 30, 31})
-      for (int64_t len : {K - 1, K, K + 1, int64_t(8192), int64_t(8193), int64_t(16384),
-                          int64_t(16385), int64_t(65535), int64_t(65536), int64_t(65537)})
-        add(B, K, len, len);
-    for (int64_t B : {128, 129})
-      for (int64_t len : {K, K + 1, int64_t(8193), int64_t(65537)}) add(B, K, len, len);
-    for (int64_t B : {31, 129}) add(B, K, -1, 65537);  // ragged lengths in one launch
-    add(30, K, 5000, 16385);                           // every row shorter than the width
-  }
-  return v;
-}
-
 class IndexerTopkSweep : public fx::GpuTestWithParam<SweepParam> {};
 
 // The selected set equals the reference's (ties broken alike, so exactly), sorted rows bit for
@@ -82,7 +55,7 @@ TEST_P(IndexerTopkSweep, MatchesReference) {
   }
 }
 
-DSV4_CASE_SWEEP(IndexerTopkSweep, sweep_params());
+DSV4_CASE_SWEEP(IndexerTopkSweep, cases::indexer_topk_gpu_sweep());
 
 class IndexerTopk : public fx::GpuTest {};
 

@@ -69,47 +69,14 @@ double expect_within_fp64_bound(const KvStoreCase& c, const fx::CaseRun& run) {
 
 // ---- shape sweep --------------------------------------------------------------------------
 
-struct SweepParam {
-  int64_t T, W;
-  int lanes;  // 0: the plain scatter
-  Launch launch = Launch::kEager;
-  bool strided = false;
-  KvStoreShape shape() const {
-    return {.T = T,
-            .R = T + T / 2 + 3,
-            .width = W,
-            .src_stride = strided ? W + 64 : 0,
-            .pool_stride = strided ? W + 8 : 0,
-            .lanes = lanes};
-  }
-  fx::Vars vars() const { return fx::Sweep<KvStoreShape>{shape(), launch}.vars(); }
-};
-void PrintTo(const SweepParam& p, std::ostream* os) { *os << p.vars().str(); }
-// Every lane count, fixed and seeded random row counts, four widths (eager, contiguous) ...
-std::vector<SweepParam> shape_params() {
-  std::vector<SweepParam> v;
-  for (int lanes : {0, 16, 32, 64})
-    for (int64_t T : fx::with_random_sizes({0, 1, 7, 64, 4096, 65536}, 2, 2, 5000, 1))
-      for (int64_t W : {16, 64, 512, 576}) v.push_back({T, W, lanes});
-  return v;
-}
-// ... and the launch and layout axes on a smaller set.
-std::vector<SweepParam> axis_params() {
-  std::vector<SweepParam> v;
-  for (int lanes : {0, 16, 32})
-    for (Launch launch : {Launch::kEager, Launch::kGraph})
-      for (bool strided : {false, true})
-        for (int64_t T : {1, 777, 4096})
-          if (launch == Launch::kGraph || strided) v.push_back({T, 512, lanes, launch, strided});
-  return v;
-}
+using SweepParam = fx::Sweep<KvStoreShape>;
 
 class KvStoreSweep : public fx::GpuTestWithParam<SweepParam> {};
 
 // Whole pool bit for bit, counter, canaries; the fused store's rows also within the reference's
 // derived bound of the fp64 value.
 TEST_P(KvStoreSweep, WholePoolMatchesReference) {
-  const KvStoreCase c(GetParam().shape());
+  const KvStoreCase c(GetParam().shape);
   if (const auto why = c.cannot_run(); !why.empty()) GTEST_SKIP() << why;
   for (uint64_t seed : fx::case_seeds()) {
     DSV4_CASE(seed, c.name());
@@ -119,8 +86,8 @@ TEST_P(KvStoreSweep, WholePoolMatchesReference) {
   }
 }
 
-DSV4_CASE_SWEEP(KvStoreSweep, shape_params());
-DSV4_CASE_SWEEP_AS(Axes, KvStoreSweep, axis_params());
+DSV4_CASE_SWEEP(KvStoreSweep, cases::kv_store_gpu_sweep());
+DSV4_CASE_SWEEP_AS(Axes, KvStoreSweep, cases::kv_store_strided_graph_sweep());
 
 // ---- hostile inputs, duplicates -------------------------------------------------------------
 

@@ -39,33 +39,6 @@ constexpr rr::Ring kRefRing{.ring = 128, .win = 125, .n_slots = 64};
 // ---- every launcher against the reference, through the kernel-case harness -----------------
 
 using SweepParam = fx::Sweep<cases::RingLayoutShape>;
-// Token counts, fixed and seeded random, in DSpark's geometry ...
-std::vector<SweepParam> size_params() {
-  std::vector<SweepParam> v;
-  for (int64_t n : fx::with_random_sizes({0, 1, 7, 64, 4096, 65536}, 2, 2, 20000, 2))
-    v.push_back({{.n = n}});
-  for (int64_t n : {7, 4096}) v.push_back({{.n = n}, fx::Launch::kGraph});
-  return v;
-}
-// ... and the geometry: window, draft count, ring size (DSpark's win + V - 1, or larger),
-// positions up to 2^20, ragged requests after tokens of no request (indptr[0] > 0).
-std::vector<SweepParam> geometry_params() {
-  std::vector<SweepParam> v;
-  for (int64_t win : {1, 8, 125, 512})
-    for (int64_t V : {1, 4, 8})
-      for (int64_t extra : {0, 5})
-        v.push_back({{.n = 777,
-                      .V = V,
-                      .win = win,
-                      .ring = win + V - 1 + extra,
-                      .n_slots = 37,
-                      .max_pos = int64_t(1) << 20,
-                      .first_offset = 3 + V,
-                      .max_request = 3 * V + 1}});
-  v.push_back({{.n = 513, .first_offset = 200, .max_request = 40}});
-  v.push_back({{.n = 4096, .V = 8, .win = 64, .max_pos = int64_t(1) << 20}, fx::Launch::kGraph});
-  return v;
-}
 
 class RingLayoutSweep : public fx::GpuTestWithParam<SweepParam> {};
 
@@ -73,8 +46,8 @@ TEST_P(RingLayoutSweep, EveryLauncherMatchesReference) {
   fx::expect_case(cases::RingLayoutCase(GetParam().shape), stream(), {.launch = GetParam().launch});
 }
 
-DSV4_CASE_SWEEP_AS(Sizes, RingLayoutSweep, size_params());
-DSV4_CASE_SWEEP_AS(Geometry, RingLayoutSweep, geometry_params());
+DSV4_CASE_SWEEP_AS(Sizes, RingLayoutSweep, cases::ring_layout_sizes_sweep());
+DSV4_CASE_SWEEP_AS(Geometry, RingLayoutSweep, cases::ring_layout_geometry_sweep());
 
 class RingLayout : public fx::GpuTest {};
 

@@ -37,78 +37,19 @@ using ::testing::HasSubstr;
 constexpr KvLayout kV41 = KvLayout::kV41, kFp4 = KvLayout::kV41Fp4, kV4 = KvLayout::kV4,
                    kFnuz = KvLayout::kV4Fnuz;
 
-struct Param {
-  size_t B, H, K;
-  KvLayout layout;
-  int64_t P;
-  int64_t splits = 0;
-  size_t Ke = 0;
-  KvLayout extra = kV41;
-  int64_t Pe = 64;
-  Launch launch = Launch::kEager;
-  bool rope = false;  // compact_attention_hip's inverse RoPE (the split path applies it)
-  SparseDecodeShape shape() const {
-    SparseDecodeShape s = cases::spread_shape(B, H, K, layout, P, splits, Ke, extra, Pe);
-    s.rope = rope;
-    return s;
-  }
-  fx::Vars vars() const { return fx::Sweep<SparseDecodeShape>{shape(), launch}.vars(); }
-};
-void PrintTo(const Param& p, std::ostream* os) { *os << p.vars().str(); }
-
-std::vector<Param> params() {
-  std::vector<Param> v = {
-      {1, 16, 64, kV41, 1},
-      {4, 64, 576, kV41, 64},
-      {74, 16, 64, kFp4, 256},
-      {1, 128, 2048, kV41, 64},
-      {4, 16, 2048, kFp4, 1},
-      {4, 16, 576, kV4, 64},
-      {1, 16, 64, kV4, 256},
-      {74, 16, 64, kV41, 64},
-      {1, 128, 576, kFp4, 64},
-      {4, 16, 576, kFnuz, 64},
-      {2, 64, 64, kFnuz, 1, 3, 64, kFnuz, 64},
-      {2, 48, 576, kV41, 64, 0, 64, kFp4, 64},  // three blocks of 16 heads, an extra cache
-      // a second cache: the pairs SGLang accepts (v41 and v41_fp4 either way round)
-      {4, 16, 576, kV41, 64, 0, 64, kFp4, 1},
-      {4, 16, 576, kFp4, 64, 0, 64, kV41, 1},
-      {4, 64, 64, kFp4, 256, 0, 128, kFp4, 64},
-      {2, 16, 2048, kV4, 64, 0, 64, kV4, 64},
-      {74, 16, 64, kV41, 1, 0, 64, kV41, 256},
-      // split-KV partials merged by split_combine
-      {4, 16, 576, kV41, 64, 4},
-      {74, 16, 64, kFp4, 64, 3, 64, kFp4, 1},
-      {1, 128, 2048, kV41, 64, 8},
-      {4, 64, 576, kV4, 256, 5, 64, kV4, 64},
-      {1, 16, 64, kV41, 64, 16},  // more splits than tiles: empty splits
-      // small cases of the 64-head block and of the split path (also the golden files' sizes)
-      {1, 64, 64, kFp4, 64, 0, 64, kFp4, 64},
-      {1, 16, 64, kV41, 64, 4, 32, kFp4, 1},
-  };
-  for (Param p : {Param{4, 16, 576, kV41, 64, 0, 64, kFp4, 1}, Param{4, 16, 576, kV41, 64, 4}}) {
-    p.launch = Launch::kGraph;
-    v.push_back(p);
-  }
-  // compact_attention_hip's inverse RoPE on the split path (split_combine rotates the output)
-  for (Param p : {Param{4, 16, 576, kV41, 64, 4}, Param{1, 16, 64, kFp4, 64, 2, 32, kV41, 1}}) {
-    p.rope = true;
-    v.push_back(p);
-  }
-  return v;
-}
+using Param = fx::Sweep<SparseDecodeShape>;
 
 class SparseDecodeSweep : public fx::GpuTestWithParam<Param> {};
 
 TEST_P(SparseDecodeSweep, WithinDerivedToleranceOfFp64) {
-  const SparseDecodeCase c(GetParam().shape());
+  const SparseDecodeCase c(GetParam().shape);
   for (uint64_t seed : fx::case_seeds()) {
     DSV4_CASE(seed, c.name());
     EXPECT_TRUE(fx::check_case(c, seed, stream(), {.launch = GetParam().launch}));
   }
 }
 
-DSV4_CASE_SWEEP(SparseDecodeSweep, params());
+DSV4_CASE_SWEEP(SparseDecodeSweep, cases::sparse_decode_gpu_sweep());
 
 class SparseDecode : public fx::GpuTest {};
 
@@ -117,7 +58,7 @@ class SparseDecode : public fx::GpuTest {};
 TEST_F(SparseDecode, HostileIndexSetsAreCountedNeverRead) {
   const uint64_t seed = fx::test_seed();
   for (int64_t splits : {0, 3}) {
-    SparseDecodeShape s = Param{8, 16, 576, kV41, 64, splits, 64, kFp4, 1}.shape();
+    SparseDecodeShape s = cases::spread_shape(8, 16, 576, kV41, 64, splits, 64, kFp4, 1);
     s.mix = {.valid = 0.3, .minus_one = 0.2, .hostile = 0.5};
     const SparseDecodeCase c(s);
     DSV4_CASE(seed, c.name());
@@ -131,7 +72,7 @@ TEST_F(SparseDecode, HostileIndexSetsAreCountedNeverRead) {
 TEST_F(SparseDecode, QueriesWithoutKeysGiveZerosAndPlusInf) {
   const uint64_t seed = fx::test_seed();
   for (int64_t splits : {0, 4}) {
-    const SparseDecodeCase c(Param{6, 16, 64, kV41, 64, splits, 32, kFp4, 1}.shape());
+    const SparseDecodeCase c(cases::spread_shape(6, 16, 64, kV41, 64, splits, 32, kFp4, 1));
     DSV4_CASE(seed, c.name());
     fx::Rng rng(seed);
     fx::Tensors in = c.draw(rng);
@@ -149,11 +90,8 @@ TEST_F(SparseDecode, QueriesWithoutKeysGiveZerosAndPlusInf) {
 // within the fp64 tolerance, so within twice of each other.
 TEST_F(SparseDecode, SplitPathAgreesWithUnsplitKernel) {
   const uint64_t seed = fx::test_seed();
-  const Param base{4, 64, 576, kV41, 64, 0, 64, kFp4, 1};
-  const SparseDecodeCase whole(base.shape());
-  Param split = base;
-  split.splits = 6;
-  const SparseDecodeCase parts(split.shape());
+  const SparseDecodeCase whole(cases::spread_shape(4, 64, 576, kV41, 64, 0, 64, kFp4, 1));
+  const SparseDecodeCase parts(cases::spread_shape(4, 64, 576, kV41, 64, 6, 64, kFp4, 1));
   DSV4_CASE(seed, parts.name());
   fx::CaseRun a, b;
   ASSERT_TRUE(fx::check_case(whole, seed, stream(), {}, &a));
@@ -174,9 +112,9 @@ TEST_F(SparseDecode, SplitPathAgreesWithUnsplitKernel) {
 
 TEST_F(SparseDecode, GraphReplayWithNewIndicesAndDeterminism) {
   const uint64_t seed = fx::test_seed();
-  for (const Param& p :
-       {Param{4, 16, 576, kV41, 64, 0, 64, kFp4, 1}, Param{4, 16, 576, kFp4, 64, 4}}) {
-    const SparseDecodeCase c(p.shape());
+  for (const SparseDecodeShape& p : {cases::spread_shape(4, 16, 576, kV41, 64, 0, 64, kFp4, 1),
+                                     cases::spread_shape(4, 16, 576, kFp4, 64, 4)}) {
+    const SparseDecodeCase c(p);
     DSV4_CASE(seed, c.name());
     EXPECT_TRUE(fx::check_graph_replay(c, seed, stream()));
     EXPECT_TRUE(fx::check_deterministic(c, seed, stream(), 20));

@@ -47,63 +47,12 @@ void expect_close_to_fp64(const fx::CaseRun& run) {
                         {.name = "lse vs fp64"}));
 }
 
-struct SweepParam {
-  int64_t B, S, H, D;
-  bool sink, rope;
-  Launch launch = Launch::kEager;
-  int variant = 0;  // 1: every lane computes every weight (the path for S > 256)
-  SplitCombineShape shape() const {
-    fx::PartialsMix mix;
-    mix.sink = sink;
-    mix.rope = rope;
-    mix.bad_position = 0.1;
-    if (B * S * H * D <= 8192) mix.n_pos = 16;  // small cases double as golden files
-    SplitCombineShape s{B, S, H, D, mix, variant};
-    s.order_sensitive = order_sensitive;
-    return s;
-  }
-  bool order_sensitive = false;  // lse terms whose sum depends on its order
-  fx::Vars vars() const { return fx::Sweep<SplitCombineShape>{shape(), launch}.vars(); }
-};
-void PrintTo(const SweepParam& p, std::ostream* os) { *os << p.vars().str(); }
-std::vector<SweepParam> sweep() {
-  std::vector<SweepParam> v = {
-      // small: every edge of the generator (B >= 8: counts -1, 0, 1, S, S+1), golden-sized
-      {8, 3, 2, 64, true, true},
-      {8, 4, 4, 68, true, true},
-      {9, 1, 3, 64, false, false},
-      {8, 5, 2, 128, true, false},
-      {8, 2, 1, 512, false, true},
-      // the shapes and more
-      {1, 16, 128, 512, true, true},
-      {64, 8, 128, 512, true, false},
-      {74, 4, 16, 512, true, true},
-      {12, 64, 8, 512, true, true},
-      {3, 33, 7, 1024, true, true},
-      {2, 300, 4, 64, true, true},  // more splits than the block stages: weights per lane
-  };
-  for (SweepParam p :
-       {SweepParam{8, 5, 2, 128, true, false}, SweepParam{1, 16, 128, 512, true, true},
-        SweepParam{3, 33, 7, 1024, true, true}}) {
-    p.variant = 1;
-    v.push_back(p);
-  }
-  for (SweepParam p :
-       {SweepParam{8, 4, 4, 68, true, true}, SweepParam{16, 8, 128, 512, true, true}}) {
-    p.launch = Launch::kGraph;
-    v.push_back(p);
-  }
-  // Rows whose lse sum is 1 in split order and 1 + 2^-23 in reverse (golden-sized).
-  SweepParam order{8, 5, 2, 64, true, true};
-  order.order_sensitive = true;
-  v.push_back(order);
-  return v;
-}
+using SweepParam = fx::Sweep<SplitCombineShape>;
 
 class SplitCombineSweep : public fx::GpuTestWithParam<SweepParam> {};
 
 TEST_P(SplitCombineSweep, BitwiseToFp32OrderAndCloseToFp64) {
-  const SplitCombineCase c(GetParam().shape());
+  const SplitCombineCase c(GetParam().shape);
   for (uint64_t seed : fx::case_seeds()) {
     DSV4_CASE(seed, c.name());
     fx::CaseRun run;
@@ -112,7 +61,7 @@ TEST_P(SplitCombineSweep, BitwiseToFp32OrderAndCloseToFp64) {
   }
 }
 
-DSV4_CASE_SWEEP(SplitCombineSweep, sweep());
+DSV4_CASE_SWEEP(SplitCombineSweep, cases::split_combine_gpu_sweep());
 
 class SplitCombine : public fx::GpuTest {};
 

@@ -178,6 +178,29 @@ TEST_F(Foreign, CandidateBlocksNormalisesPublishedListsAndTakesTiedBlocks) {
   EXPECT_EQ(replay(c, "padded").exit_code, 0) << replay(c, "padded").report;
 }
 
+// The pad values are exact: -1, the row's block count, or the width's block count (SGLang's
+// packed lists pad with num_blocks of the whole score width); any other value past the row's
+// blocks is no pad and fails, naming it.
+TEST_F(Foreign, CandidateBlocksAcceptsOnlyTheDocumentedPadValues) {
+  fx::Tensors in;
+  in["scores"] = st::Tensor::of<float>({1, 8}, {0, 2, 2, 5, 2, -kInf, 2, 1});
+  in["lens"] = st::Tensor::of<int32_t>({3});  // two blocks of the width's four
+  in["bs"] = st::Tensor::scalar<int64_t>(2);
+  in["nb"] = st::Tensor::scalar<int64_t>(3);
+  in["K"] = st::Tensor::scalar<int64_t>(3);
+  auto with_pad = [&](int32_t pad) {
+    return sglang_case("candidate_blocks", in,
+                       {{"blocks", st::Tensor::of<int32_t>({1, 3}, {1, 0, pad})},
+                        {"keys", st::Tensor::of<int32_t>({1, 3}, {0, 1, 2})}});
+  };
+  for (int32_t pad : {-1, 2, 4}) EXPECT_EQ(replay(with_pad(pad), "pad").exit_code, 0) << pad;
+  for (int32_t pad : {3, 5, 7, -2}) {
+    const Result r = replay(with_pad(pad), "bad_pad");
+    EXPECT_EQ(r.exit_code, 1) << pad;
+    EXPECT_THAT(r.report, HasSubstr("entry 2 = " + std::to_string(pad) + " is no block"));
+  }
+}
+
 // p = 0.75 equals the mass of {0.5, 0.25}: FlashInfer keeps those two, renorm.py one more; a
 // foreign output following either rule matches under the default rule, a value moved by 1e-3
 // does not.

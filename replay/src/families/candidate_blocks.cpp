@@ -15,6 +15,7 @@
 #include "dsv4/ref/candidate_blocks.hpp"
 #include "dsv4/ref/indexer_topk.hpp"
 #include "dsv4/replay/replay.hpp"
+#include "dsv4/replay/shaped_family.hpp"
 
 namespace dsv4::cases {
 namespace {
@@ -45,7 +46,49 @@ fx::Vars CandidateBlocksShape::vars() const {
   return v.flag("ties", ties).flag("hostile", hostile);
 }
 
-CandidateBlocksCase::CandidateBlocksCase(const fx::Tensors& in) {
+CandidateBlocksShape CandidateBlocksShape::from_vars(fx::VarsReader& r) {
+  CandidateBlocksShape s;
+  s.B = r.num("B", s.B);
+  s.width = r.num("width", s.width);
+  s.len = r.flag("ragged") ? -1 : r.num("len", s.len);
+  s.bs = r.num("bs", s.bs);
+  s.nb = r.num("nb", s.nb);
+  s.K = r.num("K", s.K);
+  s.wave = int(r.num("W", s.wave));
+  s.ties = r.flag("ties");
+  s.hostile = r.flag("hostile");
+  return s;
+}
+
+std::vector<fx::Sweep<CandidateBlocksShape>> candidate_blocks_gpu_sweep() {
+  std::vector<fx::Sweep<CandidateBlocksShape>> v;
+  int i = 0;
+  auto add = [&](CandidateBlocksShape s) {
+    s.wave = i % 2 ? 32 : 16;
+    s.ties = i % 3 == 1;
+    s.hostile = i % 3 == 2;
+    v.push_back({s});
+    ++i;
+  };
+  for (int64_t bs : {1, 7, 64, 128, 512})
+    for (int64_t len : {int64_t(1), bs - 1, bs + 1, int64_t(1000), int64_t(8193), int64_t(-1)})
+      if (len >= 0 || bs > 1)
+        add({.B = 5, .width = 8193, .len = len, .bs = bs, .nb = 16, .K = 512});
+  add({.B = 3, .width = 4096, .len = 4096, .bs = 64, .nb = 64, .K = 2048});   // nb = every block
+  add({.B = 3, .width = 4096, .len = 4000, .bs = 64, .nb = 100, .K = 2048});  // nb > blocks
+  add({.B = 31, .width = 65537, .len = -1, .bs = 64, .nb = 32, .K = 1024});   // ragged, long
+  add({.B = 2, .width = 300, .len = 300, .bs = 8, .nb = 2048, .K = 7});       // nb at its max
+  add({.B = 129, .width = 16385, .len = 16385, .bs = 128, .nb = 8, .K = 512});
+  add({.B = 4, .width = 2000, .len = 0, .bs = 64, .nb = 4, .K = 16});  // empty rows
+  return v;
+}
+
+std::vector<fx::NamedSweep<CandidateBlocksShape>> CandidateBlocksCase::sweeps() {
+  return {{"gpu", candidate_blocks_gpu_sweep}};
+}
+
+CandidateBlocksCase::CandidateBlocksCase(const fx::Tensors& in, const CandidateBlocksShape& stated)
+    : ShapedCase(stated) {
   // Presence, dtypes and sizes: declared_inputs(), checked before a case file reaches here.
   shape_.B = int64_t(input(in, "scores").shape.at(0));
   shape_.width = width_of(in);
@@ -126,11 +169,21 @@ std::string CandidateBlocksCase::cannot_run() const {
 }
 
 std::vector<int32_t> normalise_blocks(std::vector<int32_t> blocks, size_t nb,
-                                      const std::vector<int64_t>& n_blocks) {
+                                      const std::vector<int64_t>& n_blocks, int64_t total,
+                                      std::vector<std::string>* bad_pad) {
+  if (bad_pad) bad_pad->assign(n_blocks.size(), "");
   for (size_t b = 0; b < n_blocks.size(); ++b) {
     int32_t* row = blocks.data() + b * nb;
-    for (size_t j = 0; j < nb; ++j)
-      if (row[j] < 0 || row[j] >= n_blocks[b]) row[j] = -1;
+    for (size_t j = 0; j < nb; ++j) {
+      const int32_t v = row[j];
+      if (v == -1 || v == n_blocks[b] || v == total)
+        row[j] = -1;
+      else if ((v < 0 || v >= n_blocks[b]) && bad_pad && (*bad_pad)[b].empty())
+        (*bad_pad)[b] = "entry " + std::to_string(j) + " = " + std::to_string(v) +
+                        " is no block and no pad value (-1, or num_blocks " +
+                        std::to_string(n_blocks[b]) +
+                        (total != n_blocks[b] ? " or " + std::to_string(total) : "") + ")";
+    }
     std::sort(row, row + nb,
               [](int32_t x, int32_t y) { return (x < 0) != (y < 0) ? y < 0 : x < y; });
   }
@@ -154,14 +207,17 @@ std::vector<int32_t> normalise_blocks(std::vector<int32_t> blocks, size_t nb,
   for (size_t b = 0; b < B; ++b)
     n_blocks[b] = (std::clamp<int64_t>(lens[b], 0, width) + int64_t(bs) - 1) / int64_t(bs);
   std::vector<int32_t> g = got.values<int32_t>();
+  std::vector<std::string> bad_pad(B);
   if (spec.name == "blocks")
-    g = normalise_blocks(std::move(g), W, n_blocks);
+    g = normalise_blocks(std::move(g), W, n_blocks, (width + int64_t(bs) - 1) / int64_t(bs),
+                         &bad_pad);
   else
     for (size_t b = 0; b < B; ++b)
       std::sort(g.begin() + ptrdiff_t(b * W), g.begin() + ptrdiff_t((b + 1) * W),
                 [](int32_t x, int32_t y) { return (x < 0) != (y < 0) ? y < 0 : x < y; });
   auto r = ::testing::AssertionFailure();
   size_t bad = 0;
+  fx::Comparison rep{.name = spec.name, .comparator = "two_level_selection", .checked = B};
   for (size_t b = 0; b < B; ++b) {
     const size_t len = size_t(std::clamp<int64_t>(lens[b], 0, width));
     const std::span<const float> row(sc.data() + b * stride, size_t(width));
@@ -171,8 +227,10 @@ std::vector<int32_t> normalise_blocks(std::vector<int32_t> blocks, size_t nb,
       bscore[j] = j + 1 == n ? INFINITY : ref::block_score(row, len, bs, j);
     auto block_candidate = [&](int64_t j) { return topk::eligible(bscore[size_t(j)]); };
     auto not_nan_block = [&](int64_t j) { return !std::isnan(bscore[size_t(j)]); };
-    std::string why;
-    if (spec.name == "blocks") {
+    std::string why = bad_pad[b];
+    if (!why.empty()) {
+      // a value that is neither a block nor a pad value: no normalising hides it
+    } else if (spec.name == "blocks") {
       why = judge_selection(bscore.data(), int64_t(n), nb, block_candidate, not_nan_block, true,
                             false, &g[b * W], W, nullptr);
     } else {
@@ -214,8 +272,13 @@ std::vector<int32_t> normalise_blocks(std::vector<int32_t> blocks, size_t nb,
           nullptr);
     }
     if (why.empty()) continue;
+    if (bad < 8)
+      rep.first.push_back({{b}, fx::Value::of_text(why), fx::Value::of_text("the rule")});
     if (bad++ < 4) r << spec.name << " row " << b << ": " << why << "\n";
   }
+  rep.ok = bad == 0;
+  rep.mismatched = bad;
+  fx::report_comparison(rep);
   if (!bad) return ::testing::AssertionSuccess();
   return r << spec.name << ": " << bad << " of " << B
            << " rows are no selection SGLang's two-level rule allows (tied blocks and keys at a "

@@ -12,6 +12,7 @@
 #include "dsv4/kernels/compact_pages.hpp"
 #include "dsv4/ref/compact_pages.hpp"
 #include "dsv4/replay/replay.hpp"
+#include "dsv4/replay/shaped_family.hpp"
 
 namespace dsv4::cases {
 namespace {
@@ -215,7 +216,31 @@ CompactPagesCase::CompactPagesCase(CompactPagesShape shape) : ShapedCase(shape) 
   if (shape_.whole_pages) shape_.T = shape_.num_pages * shape_.page_size;
 }
 
-CompactPagesCase::CompactPagesCase(const fx::Tensors& in) {
+CompactPagesShape CompactPagesShape::from_vars(fx::VarsReader& r) {
+  CompactPagesShape s;
+  s.op = CompactOp(r.one_of({op_name(CompactOp::kQuantize), op_name(CompactOp::kDequantizeBf16),
+                             op_name(CompactOp::kDequantizeF32)},
+                            int(s.op)));
+  std::vector<std::string> layouts;
+  for (int i = 0; i < kKvLayoutCount; ++i) layouts.push_back(kv_layout_name(KvLayout(i)));
+  s.layout = KvLayout(r.one_of(layouts, int(s.layout)));
+  s.page_size = r.num("P", s.page_size);
+  s.num_pages = r.num("pages", s.num_pages);
+  s.T = r.num("T", s.T);
+  s.whole_pages = r.flag("whole");
+  if (s.whole_pages) s.T = s.num_pages * s.page_size;
+  s.stride = r.num("stride", s.stride);
+  s.values_per_lane = int(r.num("V", s.values_per_lane));
+  s.variant = int(r.num("variant", s.variant));
+  return s;
+}
+
+std::vector<fx::NamedSweep<CompactPagesShape>> CompactPagesCase::sweeps() {
+  return {{"gpu", compact_pages_gpu_sweep}, {"options", compact_pages_options_sweep}};
+}
+
+CompactPagesCase::CompactPagesCase(const fx::Tensors& in, const CompactPagesShape& stated)
+    : ShapedCase(stated) {
   CompactPagesShape& s = shape_;
   const int32_t l = input(in, "layout").item<int32_t>("in.layout");
   if (!kv_layout_valid(l))
@@ -259,7 +284,7 @@ CompactPagesCase::CompactPagesCase(const fx::Tensors& in) {
   const st::Tensor& rows = input(in, quant ? "src" : "out");
   if (rows.shape.size() != 2 || rows.shape[0] != uint64_t(s.T))
     rows.throw_shape(quant ? "in.src" : "in.out", "[" + std::to_string(s.T) + ", stride]");
-  s.stride = int64_t(rows.shape[1]);
+  s.stride = int64_t(rows.shape[1]) == kTokenValues ? 0 : int64_t(rows.shape[1]);
   if (quant) {
     rows.expect_dtype(st::DType::BF16, "in.src");
     s.op = CompactOp::kQuantize;
@@ -439,12 +464,13 @@ namespace {
       [](const ::dsv4::fx::Tensors& in) -> std::unique_ptr<::dsv4::fx::KernelCase> {
         return std::make_unique<::dsv4::cases::CompactPagesCase>(in);
       });
-  // The factory reads the metadata as inputs.
+  // The factory reads the metadata as inputs, and the shape the file states.
   f.make = [](const Case& c) {
     ::dsv4::fx::Tensors in = ::dsv4::cases::with_case_metadata(c);
-    auto k = std::make_unique<::dsv4::cases::CompactPagesCase>(in);
+    auto k = ::dsv4::replay::case_of_file<::dsv4::cases::CompactPagesCase>(c, in, "compact_pages");
     return ::dsv4::replay::Family::Bound{std::move(k), std::move(in)};
   };
+  f.drawing = ::dsv4::replay::drawing_of<::dsv4::cases::CompactPagesCase>("compact_pages");
   return f;
 }
 

@@ -18,6 +18,13 @@ namespace dsv4::cases {
         break;
       }
   }
+  fx::Comparison rep{.name = name,
+                     .comparator = "zero_rows",
+                     .ok = bad == 0,
+                     .checked = zero_row.size(),
+                     .mismatched = bad};
+  if (bad) rep.first.push_back({{first}, fx::Value::of_text("nan"), fx::Value::of_double(0)});
+  fx::report_comparison(rep);
   if (!bad) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure()
          << name << ": NaN in " << bad << " row(s) with no key or a +inf sink (first: row " << first

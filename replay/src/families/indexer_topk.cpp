@@ -13,6 +13,7 @@
 #include "dsv4/kernels/indexer_topk.hpp"
 #include "dsv4/ref/indexer_topk.hpp"
 #include "dsv4/replay/replay.hpp"
+#include "dsv4/replay/shaped_family.hpp"
 
 namespace dsv4::cases {
 namespace {
@@ -79,12 +80,70 @@ fx::Vars IndexerTopkShape::vars() const {
   return v.flag("no-raw", !raw_out);
 }
 
-IndexerTopkCase::IndexerTopkCase(const fx::Tensors& in) {
+IndexerTopkShape IndexerTopkShape::from_vars(fx::VarsReader& r) {
+  IndexerTopkShape s;
+  s.B = r.num("B", s.B);
+  s.width = r.num("width", s.width);
+  s.stride = r.num("stride", s.stride);
+  s.K = r.num("K", s.K);
+  s.len = r.flag("ragged") ? -1 : r.num("len", s.len);
+  s.sorted = r.flag("sorted");
+  s.wave = int(r.num("W", s.wave));
+  std::vector<std::string> pages;
+  for (int b = 0; b <= 16; ++b) pages.push_back("2^" + std::to_string(b));
+  const std::string p = r.word("pages", pages, "");
+  s.page_bits = p.empty() ? -1 : std::stoi(p.substr(2));
+  s.permuted = r.one_of({"identity", "permuted"}, -1) == 1;
+  const int kind = r.one_of({"ties", "hostile"}, -1);
+  s.scores = kind == 0 ? ScoreKind::kTies : kind == 1 ? ScoreKind::kHostile : ScoreKind::kNormal;
+  std::vector<std::string> selects;
+  for (int i = 0; ref::select_valid(i); ++i) selects.push_back(ref::select_name(ref::Select(i)));
+  const std::string sel = r.word("select", selects, "");
+  for (size_t i = 0; i < selects.size(); ++i)
+    if (selects[i] == sel) s.select = int(i);
+  s.raw_out = !r.flag("no-raw");
+  return s;
+}
+
+std::vector<fx::Sweep<IndexerTopkShape>> indexer_topk_gpu_sweep() {
+  std::vector<fx::Sweep<IndexerTopkShape>> v;
+  int i = 0;
+  auto add = [&](int64_t B, int64_t K, int64_t len, int64_t width) {
+    IndexerTopkShape s{.B = B, .width = width, .K = K, .len = len};
+    s.sorted = i % 2 == 0;
+    s.wave = s.sorted ? (i % 4 == 0 ? 16 : 32) : 0;
+    s.page_bits = (i / 2) % 3 == 0 ? -1 : ((i / 2) % 3 == 1 ? 0 : 6);
+    s.permuted = s.page_bits >= 0 && (i / 3) % 2 == 1;  // a page table's order
+    s.scores = ScoreKind((i / 5) % 3);
+    if (i % 7 == 3) s.stride = width + 5;
+    v.push_back({s, i % 11 == 5 ? fx::Launch::kGraph : fx::Launch::kEager});
+    ++i;
+  };
+  for (int64_t K : {512, 1024, 2048}) {
+    for (int64_t B : {1, 30, 31})
+      for (int64_t len : {K - 1, K, K + 1, int64_t(8192), int64_t(8193), int64_t(16384),
+                          int64_t(16385), int64_t(65535), int64_t(65536), int64_t(65537)})
+        add(B, K, len, len);
+    for (int64_t B : {128, 129})
+      for (int64_t len : {K, K + 1, int64_t(8193), int64_t(65537)}) add(B, K, len, len);
+    for (int64_t B : {31, 129}) add(B, K, -1, 65537);  // ragged lengths in one launch
+    add(30, K, 5000, 16385);                           // every row shorter than the width
+  }
+  return v;
+}
+
+std::vector<fx::NamedSweep<IndexerTopkShape>> IndexerTopkCase::sweeps() {
+  return {{"gpu", indexer_topk_gpu_sweep}};
+}
+
+IndexerTopkCase::IndexerTopkCase(const fx::Tensors& in, const IndexerTopkShape& stated)
+    : ShapedCase(stated) {
   // Presence, dtypes and sizes: declared_inputs(), checked before a case file reaches here.
   const st::Tensor& scores = input(in, "scores");
   shape_.B = int64_t(scores.shape.at(0));
   shape_.stride = int64_t(scores.shape.at(1));
   shape_.width = width_of(in);
+  if (shape_.stride == shape_.width) shape_.stride = 0;  // as a shape says "rows of the width"
   shape_.K = input(in, "K").item<int64_t>("in.K");
   shape_.sorted = input(in, "sorted").item<int32_t>("in.sorted") != 0;
   if (in.count("wave")) shape_.wave = input(in, "wave").item<int32_t>("in.wave");
@@ -338,6 +397,7 @@ std::string judge_topk_row(const float* row, int64_t len, size_t K, int sel, boo
   }
   auto r = ::testing::AssertionFailure();
   size_t bad = 0;
+  fx::Comparison rep{.name = spec.name, .comparator = "tied_selection", .checked = B};
   for (size_t b = 0; b < B; ++b) {
     const int64_t len = std::clamp<int64_t>(lens[b], 0, width);
     const float* row = sc.data() + b * stride;
@@ -346,8 +406,13 @@ std::string judge_topk_row(const float* row, int64_t len, size_t K, int sel, boo
       if (judge_topk_row(row, len, K, shape_.select, true, &raw[b * K], &g[b * K]).empty())
         why.clear();
     if (why.empty()) continue;
+    if (bad < 8)
+      rep.first.push_back({{b}, fx::Value::of_text(why), fx::Value::of_text("a tied selection")});
     if (bad++ < 4) r << spec.name << " row " << b << ": " << why << "\n";
   }
+  rep.ok = bad == 0;
+  rep.mismatched = bad;
+  fx::report_comparison(rep);
   if (!bad) return ::testing::AssertionSuccess();
   return r << spec.name << ": " << bad << " of " << B << " rows are no selection the "
            << ref::select_name(ref::Select(shape_.select))
@@ -369,6 +434,7 @@ std::string judge_topk_row(const float* row, int64_t len, size_t K, int sel, boo
   };
   auto r = ::testing::AssertionFailure();
   size_t bad = 0;
+  fx::Comparison rep{.name = name, .comparator = "rows_as_sets", .checked = rows};
   for (size_t row = 0; row < rows; ++row) {
     const auto g = canon(got, row), w = canon(want, row);
     bool tail_ok = true;  // -1 last, unless the mask step put them in place
@@ -381,10 +447,18 @@ std::string judge_topk_row(const float* row, int64_t len, size_t K, int sel, boo
       for (size_t j = 0; j < K; ++j)
         if (g[j] != w[j]) {
           r << "sorted entry " << j << " got " << g[j] << " want " << w[j] << "\n";
+          if (rep.first.size() < 8)
+            rep.first.push_back({{row}, fx::Value::of_double(g[j]), fx::Value::of_double(w[j])});
           break;
         }
+      if (!tail_ok && rep.first.size() < 8)
+        rep.first.push_back(
+            {{row}, fx::Value::of_text("a -1 before a selection"), fx::Value::of_text("-1 last")});
     }
   }
+  rep.ok = bad == 0;
+  rep.mismatched = bad;
+  fx::report_comparison(rep);
   if (!bad) return ::testing::AssertionSuccess();
   return r << name << ": " << bad << " of " << rows << " rows differ as sets";
 }

@@ -9,6 +9,7 @@
 #include "dsv4/kernels/kv_store.hpp"
 #include "dsv4/ref/kv_store.hpp"
 #include "dsv4/replay/replay.hpp"
+#include "dsv4/replay/shaped_family.hpp"
 
 namespace dsv4::cases {
 namespace {
@@ -219,7 +220,23 @@ KvStoreCase::KvStoreCase(KvStoreShape shape) : ShapedCase(shape), fused_(shape.l
   if (shape_.n_pos == 0) shape_.n_pos = std::clamp<int64_t>(4 * shape_.T, 64, 4096);
 }
 
-KvStoreCase::KvStoreCase(const fx::Tensors& in) {
+KvStoreShape KvStoreShape::from_vars(fx::VarsReader& r) {
+  KvStoreShape s;
+  s.T = r.num("T", s.T);
+  s.R = r.num("R", s.R);
+  s.width = r.num("W", s.width);
+  s.src_stride = r.num("src_stride", s.src_stride);
+  s.pool_stride = r.num("pool_stride", s.pool_stride);
+  s.lanes = int(r.num("lanes", s.lanes));
+  s.order_sensitive = r.flag("order-sensitive");
+  return s;
+}
+
+std::vector<fx::NamedSweep<KvStoreShape>> KvStoreCase::sweeps() {
+  return {{"gpu", kv_store_gpu_sweep}, {"strided-graph", kv_store_strided_graph_sweep}};
+}
+
+KvStoreCase::KvStoreCase(const fx::Tensors& in, const KvStoreShape& stated) : ShapedCase(stated) {
   fused_ = in.count("weight") || in.count("cos_sin") || in.count("positions");
   const Views v = views(in, fused_);
   if (v.loc.size() != v.T) input(in, "loc").throw_shape("in.loc", "[" + std::to_string(v.T) + "]");
@@ -229,8 +246,9 @@ KvStoreCase::KvStoreCase(const fx::Tensors& in) {
   shape_.T = int64_t(v.T);
   shape_.R = int64_t(v.rows);
   shape_.width = int64_t(v.layout.width);
-  shape_.src_stride = int64_t(v.layout.src_stride);
-  shape_.pool_stride = int64_t(v.layout.pool_stride);
+  // A stride equal to the width is the shape's 0 ("rows of the width").
+  shape_.src_stride = v.layout.src_stride == v.layout.width ? 0 : int64_t(v.layout.src_stride);
+  shape_.pool_stride = v.layout.pool_stride == v.layout.width ? 0 : int64_t(v.layout.pool_stride);
   lanes_given_ = in.count("lanes") != 0;
   if (fused_) {
     shape_.lanes = lanes_given_ ? input(in, "lanes").item<int32_t>("in.lanes") : 32;

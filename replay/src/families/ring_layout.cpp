@@ -10,6 +10,7 @@
 #include "dsv4/kernels/ring_layout.hpp"
 #include "dsv4/ref/ring_layout.hpp"
 #include "dsv4/replay/replay.hpp"
+#include "dsv4/replay/shaped_family.hpp"
 
 namespace dsv4::cases {
 namespace {
@@ -71,7 +72,60 @@ fx::Vars RingLayoutShape::vars() const {
   return v;
 }
 
-RingLayoutCase::RingLayoutCase(const fx::Tensors& in) {
+RingLayoutShape RingLayoutShape::from_vars(fx::VarsReader& r) {
+  RingLayoutShape s;
+  s.n = r.num("n", s.n);
+  s.V = r.num("V", s.V);
+  s.win = r.num("win", s.win);
+  const int64_t ring = r.num("ring", s.ring_size());
+  s.ring = ring == s.win + s.V - 1 ? 0 : ring;  // 0: the ring a window and V need
+  s.n_slots = r.num("slots", s.n_slots);
+  s.max_pos = r.num("max_pos", s.max_pos);
+  s.first_offset = r.num("first", s.first_offset);
+  s.max_request = r.num("max_request", s.max_request);
+  return s;
+}
+
+std::vector<fx::Sweep<RingLayoutShape>> ring_layout_sizes_sweep() {
+  std::vector<fx::Sweep<RingLayoutShape>> v;
+  for (int64_t n : fx::with_random_sizes({0, 1, 7, 64, 4096, 65536}, 2, 2, 20000, 2))
+    v.push_back({{.n = n}});
+  for (int64_t n : {7, 4096}) v.push_back({{.n = n}, fx::Launch::kGraph});
+  return v;
+}
+
+std::vector<fx::Sweep<RingLayoutShape>> ring_layout_geometry_sweep() {
+  std::vector<fx::Sweep<RingLayoutShape>> v;
+  for (int64_t win : {1, 8, 125, 512})
+    for (int64_t V : {1, 4, 8})
+      for (int64_t extra : {0, 5})
+        v.push_back({{.n = 777,
+                      .V = V,
+                      .win = win,
+                      .ring = extra ? win + V - 1 + extra : 0,
+                      .n_slots = 37,
+                      .max_pos = int64_t(1) << 20,
+                      .first_offset = 3 + V,
+                      .max_request = 3 * V + 1}});
+  v.push_back({{.n = 513, .first_offset = 200, .max_request = 40}});
+  v.push_back({{.n = 4096, .V = 8, .win = 64, .max_pos = int64_t(1) << 20}, fx::Launch::kGraph});
+  return v;
+}
+
+std::vector<fx::Sweep<RingLayoutShape>> ring_layout_gpu_sweep() {
+  auto v = ring_layout_sizes_sweep();
+  for (const auto& p : ring_layout_geometry_sweep()) v.push_back(p);
+  return v;
+}
+
+std::vector<fx::NamedSweep<RingLayoutShape>> RingLayoutCase::sweeps() {
+  return {{"gpu", ring_layout_gpu_sweep},
+          {"sizes", ring_layout_sizes_sweep},
+          {"geometry", ring_layout_geometry_sweep}};
+}
+
+RingLayoutCase::RingLayoutCase(const fx::Tensors& in, const RingLayoutShape& stated)
+    : ShapedCase(stated) {
   const rr::Ring g = ref_ring(in);
   rr::check_ring(g);
   shape_.win = g.win;
@@ -84,6 +138,7 @@ RingLayoutCase::RingLayoutCase(const fx::Tensors& in) {
     if (vp.shape.size() != 2) vp.throw_shape("in.verify_pos", "[B, V]");
     shape_.V = int64_t(vp.shape[1]);
   }
+  if (shape_.ring == shape_.win + shape_.V - 1) shape_.ring = 0;  // as a shape says it
 }
 
 fx::Tensors RingLayoutCase::draw(fx::Rng& rng) const {

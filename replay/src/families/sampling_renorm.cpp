@@ -12,6 +12,7 @@
 #include "dsv4/kernels/sampling_renorm.hpp"
 #include "dsv4/ref/sampling_renorm.hpp"
 #include "dsv4/replay/replay.hpp"
+#include "dsv4/replay/shaped_family.hpp"
 
 namespace dsv4::cases {
 namespace {
@@ -23,26 +24,11 @@ const st::Tensor& input(const fx::Tensors& in, const std::string& name) {
   return fx::input_of(in, name, "sampling_renorm");
 }
 
-const char* kind_name(RowKind k) {
-  switch (k) {
-    case RowKind::kSoftmax:
-      return "softmax";
-    case RowKind::kTies:
-      return "ties";
-    case RowKind::kEqual:
-      return "equal";
-    case RowKind::kOneHot:
-      return "one-hot";
-    case RowKind::kHostile:
-      return "hostile";
-    case RowKind::kZero:
-      return "zero";
-    case RowKind::kBoundary:
-      return "boundary";
-    default:
-      return "mixed";
-  }
-}
+// RowKind's words, in its order.
+const std::vector<std::string> kKindNames = {"softmax", "ties", "equal",    "one-hot",
+                                             "hostile", "zero", "boundary", "mixed"};
+
+const char* kind_name(RowKind k) { return kKindNames.at(size_t(k)).c_str(); }
 
 void normalise(std::vector<float>& r) {
   double sum = 0;
@@ -112,7 +98,30 @@ fx::Vars SamplingRenormShape::vars() const {
   return v;
 }
 
-SamplingRenormCase::SamplingRenormCase(const fx::Tensors& in) {
+SamplingRenormShape SamplingRenormShape::from_vars(fx::VarsReader& r) {
+  SamplingRenormShape s;
+  s.B = r.num("B", s.B);
+  s.V = r.num("V", s.V);
+  s.top_p = r.one_of({"top-k", "top-p"}, 0) == 1;
+  s.rows = RowKind(r.one_of(kKindNames, int(s.rows)));
+  const int v = r.one_of({"fused", "multi-launch"}, -1);
+  s.variant = v == 0   ? kern::Variant::kFused
+              : v == 1 ? kern::Variant::kMultiLaunch
+                       : kern::Variant::kAuto;
+  s.in_place = r.flag("in-place");
+  s.k_clamp = r.flag("k-clamp") ? 1 : 0;
+  s.top_p_rule = r.flag("renorm-py") ? 1 : 0;
+  return s;
+}
+
+std::vector<fx::NamedSweep<SamplingRenormShape>> SamplingRenormCase::sweeps() {
+  return {{"gpu", sampling_renorm_gpu_sweep},
+          {"hostile", sampling_renorm_hostile_sweep},
+          {"boundary", sampling_renorm_boundary_sweep}};
+}
+
+SamplingRenormCase::SamplingRenormCase(const fx::Tensors& in, const SamplingRenormShape& stated)
+    : ShapedCase(stated) {
   // Presence, dtypes and sizes: declared_inputs(), checked before a case file reaches here.
   const st::Tensor& probs = input(in, "probs");
   shape_.B = int64_t(probs.shape.at(0));
@@ -232,6 +241,7 @@ std::string SamplingRenormCase::cannot_run() const {
   const double u = std::ldexp(1.0, -24);
   auto r = ::testing::AssertionFailure();
   size_t bad = 0;
+  fx::Comparison rep{.name = spec.name, .comparator = "kept_set", .checked = B};
   for (size_t b = 0; b < B; ++b) {
     const std::span<const float> row(x.data() + b * V, V);
     const float* o = g.data() + b * V;
@@ -299,8 +309,13 @@ std::string SamplingRenormCase::cannot_run() const {
       }
     }
     if (why.str().empty()) continue;
+    if (bad < 8)
+      rep.first.push_back({{b}, fx::Value::of_text(why.str()), fx::Value::of_text("the rule")});
     if (bad++ < 4) r << spec.name << " row " << b << ": " << why.str() << "\n";
   }
+  rep.ok = bad == 0;
+  rep.mismatched = bad;
+  fx::report_comparison(rep);
   if (!bad) return ::testing::AssertionSuccess();
   return r << spec.name << ": " << bad << " of " << B << " rows are no renormalisation the "
            << (shape_.top_p ? "top-p" : "top-k")

@@ -6,6 +6,7 @@
 #include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/replay/replay.hpp"
+#include "dsv4/replay/shaped_family.hpp"
 
 namespace dsv4::cases {
 namespace {
@@ -37,7 +38,30 @@ fx::Vars SmokeShape::vars() const {
   return v;
 }
 
-SmokeCase::SmokeCase(const fx::Tensors& in) {
+SmokeShape SmokeShape::from_vars(fx::VarsReader& r) {
+  SmokeShape s;
+  s.n = size_t(r.num("n", int64_t(s.n)));
+  s.fault = Fault(r.num("fault", int64_t(s.fault)));
+  s.at = size_t(r.num("at", int64_t(s.at)));
+  return s;
+}
+
+std::vector<fx::Sweep<SmokeShape>> smoke_gpu_sweep() {
+  return {{{}, fx::Launch::kEager}, {{}, fx::Launch::kGraph}, {{.n = 0}}};
+}
+
+std::vector<fx::Sweep<SmokeShape>> smoke_faults_sweep() {
+  std::vector<fx::Sweep<SmokeShape>> v;
+  for (int f = 1; f <= int(Fault::kSpin); ++f)
+    if (Fault(f) != Fault::kSpin) v.push_back({{.fault = Fault(f), .at = 5}});
+  return v;
+}
+
+std::vector<fx::NamedSweep<SmokeShape>> SmokeCase::sweeps() {
+  return {{"gpu", smoke_gpu_sweep}, {"faults", smoke_faults_sweep}};
+}
+
+SmokeCase::SmokeCase(const fx::Tensors& in, const SmokeShape& stated) : ShapedCase(stated) {
   shape_.n = input(in, "x").values<float>("in.x").size();
   shape_.scale = input(in, "scale").item<float>("in.scale");
   shape_.bias = input(in, "bias").item<float>("in.bias");

@@ -12,6 +12,7 @@
 #include "dsv4/ref/fp32_math.hpp"
 #include "dsv4/ref/sparse_decode.hpp"
 #include "dsv4/replay/replay.hpp"
+#include "dsv4/replay/shaped_family.hpp"
 
 namespace dsv4::cases {
 namespace {
@@ -153,7 +154,37 @@ SparseDecodeShape spread_shape(size_t B, size_t H, size_t K, KvLayout layout, in
 
 SparseDecodeCase::SparseDecodeCase(SparseDecodeShape shape) : ShapedCase(shape) {}
 
-SparseDecodeCase::SparseDecodeCase(const fx::Tensors& in) {
+std::vector<std::string> kv_layout_names() {
+  std::vector<std::string> v;
+  for (int i = 0; i < kKvLayoutCount; ++i) v.push_back(kv_layout_name(KvLayout(i)));
+  return v;
+}
+
+SparseDecodeShape SparseDecodeShape::from_vars(fx::VarsReader& r) {
+  const SparseDecodeShape d;
+  const std::vector<std::string> names = kv_layout_names();
+  const size_t B = size_t(r.num("B", int64_t(d.s.B))), H = size_t(r.num("H", int64_t(d.s.H))),
+               K = size_t(r.num("K", int64_t(d.s.K)));
+  const auto layout = KvLayout(r.one_of(names, int(d.s.layout)));
+  const int64_t P = r.num("P", d.s.page_size);
+  const std::string extra = r.word("extra", names, "");
+  const size_t Ke = size_t(r.num("Ke", 0));
+  const int64_t Pe = r.num("Pe", d.s.extra_page_size);
+  const int64_t splits = r.num("S", 0);
+  KvLayout e = KvLayout::kV41;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == extra) e = KvLayout(i);
+  SparseDecodeShape s = spread_shape(B, H, K, layout, P, splits, Ke, e, Pe);
+  s.rope = r.flag("rope");
+  return s;
+}
+
+std::vector<fx::NamedSweep<SparseDecodeShape>> SparseDecodeCase::sweeps() {
+  return {{"gpu", sparse_decode_gpu_sweep}};
+}
+
+SparseDecodeCase::SparseDecodeCase(const fx::Tensors& in, const SparseDecodeShape& stated)
+    : ShapedCase(stated) {
   const fx::SparseCase c = sparse_case_of(in);
   fx::SparseShape& s = shape_.s;
   s.B = c.B, s.H = c.H, s.K = c.main.K, s.layout = c.main.layout;

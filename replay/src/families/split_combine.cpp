@@ -10,6 +10,7 @@
 #include "dsv4/kernels/split_combine.hpp"
 #include "dsv4/ref/split_combine.hpp"
 #include "dsv4/replay/replay.hpp"
+#include "dsv4/replay/shaped_family.hpp"
 
 namespace dsv4::cases {
 namespace {
@@ -106,7 +107,26 @@ SplitView split_view_of(const fx::Tensors& in) {
 
 SplitCombineCase::SplitCombineCase(SplitCombineShape shape) : ShapedCase(shape) {}
 
-SplitCombineCase::SplitCombineCase(const fx::Tensors& in) {
+SplitCombineShape SplitCombineShape::from_vars(fx::VarsReader& r) {
+  const SplitCombineShape d;
+  const int64_t B = r.num("B", d.B), S = r.num("S", d.S), H = r.num("H", d.H), D = r.num("D", d.D);
+  const bool sink = r.flag("sink"), rope = r.flag("rope");
+  const int layout = r.one_of({"sglang-m2", "sglang-natural"}, -1);
+  const bool rotate_empty = r.flag("rotate-empty"), order = r.flag("order-sensitive");
+  const int variant = r.flag("weights-per-lane") ? 1 : 0;
+  SplitCombineShape s = split_combine_shape(B, S, H, D, sink, rope, variant, order);
+  s.unnormalised = layout >= 0;
+  s.m2 = layout != 1;
+  s.rotate_empty = rotate_empty;
+  return s;
+}
+
+std::vector<fx::NamedSweep<SplitCombineShape>> SplitCombineCase::sweeps() {
+  return {{"gpu", split_combine_gpu_sweep}};
+}
+
+SplitCombineCase::SplitCombineCase(const fx::Tensors& in, const SplitCombineShape& stated)
+    : ShapedCase(stated) {
   const SplitView v = split_view_of(in);
   const fx::SplitPartials& p = v.p;
   shape_.B = int64_t(p.shape.B), shape_.S = int64_t(p.shape.S);

@@ -33,12 +33,21 @@ struct CandidateBlocksShape {
   bool hostile = false;   // NaN, -inf and +inf sprinkled in
   fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
+  static CandidateBlocksShape from_vars(fx::VarsReader& r);  // the inverse of vars()
+  bool operator==(const CandidateBlocksShape&) const = default;
 };
+
+// The named sweeps (dsv4-replay --draw --sweep NAME; the GPU test instantiates from them).
+// "gpu": block sizes 1 to 512 at lengths around them, every block, more blocks than the row has,
+// long ragged rows, empty rows; wave widths 16 and 32, tied and hostile scores in turn.
+std::vector<fx::Sweep<CandidateBlocksShape>> candidate_blocks_gpu_sweep();
 
 class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape>, public Foreign {
  public:
   explicit CandidateBlocksCase(CandidateBlocksShape shape) : ShapedCase(shape) {}
-  explicit CandidateBlocksCase(const fx::Tensors& in);
+  // From a case file's inputs, starting from the shape the file states (len, ties, hostile).
+  explicit CandidateBlocksCase(const fx::Tensors& in, const CandidateBlocksShape& stated = {});
+  static std::vector<fx::NamedSweep<CandidateBlocksShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
 
@@ -53,9 +62,13 @@ class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape>, public Fore
                                              const fx::Tensors& in) const override;
 };
 
-// A published block list [rows, nb] normalised: entries outside [0, n_blocks(row)) become -1,
-// then each row ascending with -1 last.
+// A published block list ([rows, nb]) normalised: the pad values SGLang writes, -1 and num_blocks
+// (the row's block count n_blocks[b], or `total`, the block count of the score width, which
+// SGLang's packed lists pad with), become -1, and each row ascends with -1 last. Any other value
+// at or past the row's block count is no pad: it stays, and `bad_pad` (when given) names the
+// first such entry of each row ("" for a row without one).
 std::vector<int32_t> normalise_blocks(std::vector<int32_t> blocks, size_t nb,
-                                      const std::vector<int64_t>& n_blocks);
+                                      const std::vector<int64_t>& n_blocks, int64_t total,
+                                      std::vector<std::string>* bad_pad = nullptr);
 
 }  // namespace dsv4::cases

@@ -44,13 +44,23 @@ struct CompactPagesShape {
   fx::IndexMix mix{};        // how slots are drawn (hostile values mixed in)
   fx::Vars vars() const;     // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
+  static CompactPagesShape from_vars(fx::VarsReader& r);  // the inverse of vars()
+  bool operator==(const CompactPagesShape&) const = default;
 };
+
+// The named sweeps (dsv4-replay --draw --sweep NAME; the GPU test instantiates from them).
+// "gpu": every layout, op and page size (1, 2, 7, 64, 128, 256) at 0, 1, 300 and 4096 rows.
+std::vector<fx::Sweep<CompactPagesShape>> compact_pages_gpu_sweep();
+// "options": every values-per-lane choice, strided rows, graph launches, both kernel variants.
+std::vector<fx::Sweep<CompactPagesShape>> compact_pages_options_sweep();
 
 class CompactPagesCase : public ShapedCase<CompactPagesShape> {
  public:
   explicit CompactPagesCase(CompactPagesShape shape);
   // From a case file's inputs (checked; throws st::FormatError or std::invalid_argument).
-  explicit CompactPagesCase(const fx::Tensors& in);
+  // Starts from the shape the file states.
+  explicit CompactPagesCase(const fx::Tensors& in, const CompactPagesShape& stated = {});
+  static std::vector<fx::NamedSweep<CompactPagesShape>> sweeps();
 
   std::string family() const override { return "compact_pages"; }
   fx::Tensors draw(fx::Rng& rng) const override;

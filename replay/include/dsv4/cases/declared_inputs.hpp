@@ -34,12 +34,5 @@ void check_inputs(const InputDecls& decls, const fx::Tensors& in, const std::str
 
 }  // namespace dsv4::cases
 
-// DSV4_DECLARED_FAMILY("name", CaseClass, "outputs and verdict"): registers a fx::KernelCase
-// adapter whose static CaseClass::declared_inputs() lists its inputs; the summary is derived.
-#define DSV4_DECLARED_FAMILY(name, CaseClass, outputs)                                \
-  DSV4_REPLAY_FAMILY(::dsv4::replay::kernel_case_family(                              \
-      name, ::dsv4::cases::describe(CaseClass::declared_inputs()) + " -> " + outputs, \
-      [](const ::dsv4::fx::Tensors& in) -> std::unique_ptr<::dsv4::fx::KernelCase> {  \
-        ::dsv4::cases::check_inputs(CaseClass::declared_inputs(), in, name);          \
-        return std::make_unique<CaseClass>(in);                                       \
-      }))
+// DSV4_DECLARED_FAMILY (dsv4/replay/shaped_family.hpp) registers an adapter with its declared
+// inputs.

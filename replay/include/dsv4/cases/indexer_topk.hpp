@@ -46,12 +46,22 @@ struct IndexerTopkShape {
   bool raw_out = true;    // the raw output beside a paged one
   fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
+  static IndexerTopkShape from_vars(fx::VarsReader& r);  // the inverse of vars()
+  bool operator==(const IndexerTopkShape&) const = default;
 };
+
+// The named sweeps (dsv4-replay --draw --sweep NAME; the GPU test instantiates from them).
+// "gpu": K 512, 1024, 2048 over lengths around K and the block edges up to 65537, batches 1 to
+// 129, ragged rows; sorted or not, wave widths, identity or permuted page tables, tied and
+// hostile scores, strided rows in turn.
+std::vector<fx::Sweep<IndexerTopkShape>> indexer_topk_gpu_sweep();
 
 class IndexerTopkCase : public ShapedCase<IndexerTopkShape>, public Foreign {
  public:
   explicit IndexerTopkCase(IndexerTopkShape shape) : ShapedCase(shape) {}
-  explicit IndexerTopkCase(const fx::Tensors& in);
+  // From a case file's inputs, starting from the shape the file states (len, scores, permuted).
+  explicit IndexerTopkCase(const fx::Tensors& in, const IndexerTopkShape& stated = {});
+  static std::vector<fx::NamedSweep<IndexerTopkShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
 

@@ -37,13 +37,23 @@ struct KvStoreShape {
   bool order_sensitive = false;
   fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
+  static KvStoreShape from_vars(fx::VarsReader& r);  // the inverse of vars()
+  bool operator==(const KvStoreShape&) const = default;
 };
+
+// The named sweeps (dsv4-replay --draw --sweep NAME; the GPU test instantiates from them).
+// "gpu": every lane count (0: the plain scatter), fixed and seeded random row counts, four widths.
+std::vector<fx::Sweep<KvStoreShape>> kv_store_gpu_sweep();
+// "strided-graph": strided rows and pools, and graph launches, at width 512.
+std::vector<fx::Sweep<KvStoreShape>> kv_store_strided_graph_sweep();
 
 class KvStoreCase : public ShapedCase<KvStoreShape> {
  public:
   explicit KvStoreCase(KvStoreShape shape);
   // From a case file's inputs (checked; throws st::FormatError or std::invalid_argument).
-  explicit KvStoreCase(const fx::Tensors& in);
+  // Starts from the shape the file states (order_sensitive).
+  explicit KvStoreCase(const fx::Tensors& in, const KvStoreShape& stated = {});
+  static std::vector<fx::NamedSweep<KvStoreShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
   bool fused() const { return fused_; }

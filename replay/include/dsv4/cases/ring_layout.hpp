@@ -37,12 +37,24 @@ struct RingLayoutShape {
   int64_t ring_size() const { return ring ? ring : win + V - 1; }
   fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
+  static RingLayoutShape from_vars(fx::VarsReader& r);  // the inverse of vars()
+  bool operator==(const RingLayoutShape&) const = default;
 };
+
+// The named sweeps (dsv4-replay --draw --sweep NAME; the GPU test instantiates from them).
+// "sizes": fixed and seeded random token counts (0 to 65536), eager and graph.
+std::vector<fx::Sweep<RingLayoutShape>> ring_layout_sizes_sweep();
+// "geometry": windows, draft widths and ring slack, positions past 2^20, prefill offsets.
+std::vector<fx::Sweep<RingLayoutShape>> ring_layout_geometry_sweep();
+// "gpu": both of them, the GPU test's every point.
+std::vector<fx::Sweep<RingLayoutShape>> ring_layout_gpu_sweep();
 
 class RingLayoutCase : public ShapedCase<RingLayoutShape> {
  public:
   explicit RingLayoutCase(RingLayoutShape shape) : ShapedCase(shape) {}
-  explicit RingLayoutCase(const fx::Tensors& in);
+  // From a case file's inputs, starting from the shape the file states (the drawing ranges).
+  explicit RingLayoutCase(const fx::Tensors& in, const RingLayoutShape& stated = {});
+  static std::vector<fx::NamedSweep<RingLayoutShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
 

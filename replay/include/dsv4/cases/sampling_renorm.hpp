@@ -44,12 +44,24 @@ struct SamplingRenormShape {
   int top_p_rule = 0;     // ref::sampling_renorm::TopPRule
   fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
+  static SamplingRenormShape from_vars(fx::VarsReader& r);  // the inverse of vars()
+  bool operator==(const SamplingRenormShape&) const = default;
 };
+
+// The named sweeps (dsv4-replay --draw --sweep NAME; the GPU test instantiates from them).
+// "gpu": V from 1 to 262144, batches, every row kind, both variants where rows span blocks.
+std::vector<fx::Sweep<SamplingRenormShape>> sampling_renorm_gpu_sweep();
+// "hostile": the gpu points of hostile (NaN, negatives, inf, subnormals) and zero rows.
+std::vector<fx::Sweep<SamplingRenormShape>> sampling_renorm_hostile_sweep();
+// "boundary": the gpu points of rows whose kept mass hits p exactly (the top-p rule's edge).
+std::vector<fx::Sweep<SamplingRenormShape>> sampling_renorm_boundary_sweep();
 
 class SamplingRenormCase : public ShapedCase<SamplingRenormShape>, public Foreign {
  public:
   explicit SamplingRenormCase(SamplingRenormShape shape) : ShapedCase(shape) {}
-  explicit SamplingRenormCase(const fx::Tensors& in);
+  // From a case file's inputs, starting from the shape the file states (rows, variant).
+  explicit SamplingRenormCase(const fx::Tensors& in, const SamplingRenormShape& stated = {});
+  static std::vector<fx::NamedSweep<SamplingRenormShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
 

@@ -23,12 +23,20 @@ struct SmokeShape {
   bool draw_scalars = false;  // draw scale and bias too (host arguments a graph captures)
   fx::Vars vars() const;      // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
+  static SmokeShape from_vars(fx::VarsReader& r);  // the inverse of vars()
+  bool operator==(const SmokeShape&) const = default;
 };
+
+// The named sweeps (dsv4-replay --draw --sweep NAME; the GPU test instantiates from them).
+std::vector<fx::Sweep<SmokeShape>> smoke_gpu_sweep();     // "gpu": the fault-free kernel
+std::vector<fx::Sweep<SmokeShape>> smoke_faults_sweep();  // "faults": every planted fault
 
 class SmokeCase : public ShapedCase<SmokeShape> {
  public:
   explicit SmokeCase(SmokeShape shape) : ShapedCase(shape) {}
-  explicit SmokeCase(const fx::Tensors& in);
+  // From a case file's inputs, starting from the shape the file states.
+  explicit SmokeCase(const fx::Tensors& in, const SmokeShape& stated = {});
+  static std::vector<fx::NamedSweep<SmokeShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
   std::string family() const override { return "smoke"; }

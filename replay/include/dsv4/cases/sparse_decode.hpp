@@ -40,6 +40,9 @@ struct SparseDecodeShape {
   double bad_position = 0;  // share of queries whose position is outside the table
   fx::Vars vars() const;    // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
+  // The inverse of vars(): the spread_shape of those vars (the GPU test's shapes).
+  static SparseDecodeShape from_vars(fx::VarsReader& r);
+  bool operator==(const SparseDecodeShape&) const = default;
 };
 
 // A shape whose caches hold about twice the columns each row reads (so keys spread over pages and
@@ -49,10 +52,18 @@ SparseDecodeShape spread_shape(size_t B, size_t H, size_t K, KvLayout layout, in
                                int64_t splits = 0, size_t Ke = 0, KvLayout extra = KvLayout::kV41,
                                int64_t Pe = 64);
 
+// The named sweeps (dsv4-replay --draw --sweep NAME; the GPU test instantiates from them).
+// "gpu": every layout and page size, extra caches of each layout, splits, graph launches, RoPE.
+std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_gpu_sweep();
+// KvLayout's names in its order (v41, v41_fp4, v4, v4_fnuz): the words a shape's vars use.
+std::vector<std::string> kv_layout_names();
+
 class SparseDecodeCase : public ShapedCase<SparseDecodeShape>, public Foreign {
  public:
   explicit SparseDecodeCase(SparseDecodeShape shape);
-  explicit SparseDecodeCase(const fx::Tensors& in);  // from a case file's inputs (checked)
+  // From a case file's inputs (checked), starting from the shape the file states.
+  explicit SparseDecodeCase(const fx::Tensors& in, const SparseDecodeShape& stated = {});
+  static std::vector<fx::NamedSweep<SparseDecodeShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
 

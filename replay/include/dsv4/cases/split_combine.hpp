@@ -41,12 +41,25 @@ struct SplitCombineShape {
   bool order_sensitive = false;  // rows whose lse sum depends on the order of its terms
   fx::Vars vars() const;         // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
+  // The inverse of vars(): the GPU test's shape of those vars (split_combine_shape below).
+  static SplitCombineShape from_vars(fx::VarsReader& r);
+  bool operator==(const SplitCombineShape&) const = default;
 };
+
+// The GPU test's shape of B, S, H, D: a tenth of the rows with a position outside the table, and
+// a 16-row RoPE table for small cases (they double as golden files).
+SplitCombineShape split_combine_shape(int64_t B, int64_t S, int64_t H, int64_t D, bool sink,
+                                      bool rope, int variant = 0, bool order_sensitive = false);
+// The named sweeps (dsv4-replay --draw --sweep NAME; the GPU test instantiates from them).
+// "gpu": batches, splits (1 to 300), heads and widths, both weight variants, graph launches.
+std::vector<fx::Sweep<SplitCombineShape>> split_combine_gpu_sweep();
 
 class SplitCombineCase : public ShapedCase<SplitCombineShape>, public Foreign {
  public:
   explicit SplitCombineCase(SplitCombineShape shape);
-  explicit SplitCombineCase(const fx::Tensors& in);  // from a case file's inputs (checked)
+  // From a case file's inputs (checked), starting from the shape the file states (the variant).
+  explicit SplitCombineCase(const fx::Tensors& in, const SplitCombineShape& stated = {});
+  static std::vector<fx::NamedSweep<SplitCombineShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
 

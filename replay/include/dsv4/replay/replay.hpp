@@ -14,11 +14,13 @@
 #include <iosfwd>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "dsv4/fixtures/case_file.hpp"
+#include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/fixtures/kernel_case.hpp"
 #include "dsv4/fixtures/safetensors.hpp"
 
@@ -72,10 +74,25 @@ struct Family {
     fx::Tensors inputs;
   };
   using Factory = std::function<Bound(const fx::Case&)>;
+  // What dsv4-replay --draw needs: the shape's parser (the inverse of its vars()), its keys with
+  // their defaults, and the family's named sweeps (the GPU test's), each point's shape vars in
+  // order, every distinct shape once.
+  struct Drawing {
+    std::string keys;
+    // The adapter of the shape `v` names; throws fx::VarsError (a key, a value) or
+    // std::invalid_argument (a shape the adapter cannot build).
+    std::function<std::unique_ptr<fx::KernelCase>(const fx::Vars& v)> from_vars;
+    struct NamedSweep {
+      std::string name;
+      std::function<std::vector<fx::Vars>()> points;
+    };
+    std::vector<NamedSweep> sweeps;
+  };
 
   std::string name;
   std::string summary;  // the case layout, printed by --list
   Factory make;
+  std::optional<Drawing> drawing;  // absent: the family draws no cases
 
   // Runs the CPU reference on the case's inputs.
   Outputs reference(const fx::Case& c) const;
@@ -116,12 +133,31 @@ struct Request {
   Verdict verdict = Verdict::kAuto;  // --strict / --tolerant
 };
 
+// One compared output, as --json reports it: the comparisons its comparator ran (fx::Comparison),
+// merged.
+struct OutputVerdict {
+  std::string name;
+  std::string comparator;  // "bitwise", "close", a family's verdict; several joined by "+"
+  bool ok = false;
+  std::optional<size_t> checked, mismatched;  // absent: the comparator reported no counts
+  std::vector<fx::Mismatch> first;            // at most 8
+  std::string message;                        // the comparator's text ("" on a match)
+};
+
 struct Result {
   int exit_code = 0;   // 0 match, 1 mismatch, 2 bad usage or malformed case, 3 could not run
   std::string report;  // what the tool prints
   // Per compared output, the comparator's message ("" when it matched).
   std::map<std::string, std::string> mismatches;
+  // What --json prints besides the request: per output, in comparison order.
+  std::vector<OutputVerdict> outputs;
+  std::string family, case_name, source, rule, error;  // rule: "strict" | "tolerant"
+  std::string redraw;                                  // the case's dsv4.repro, if any
 };
+
+// The result as one JSON object (dsv4-replay --json): family, case, path, mode, source, rule,
+// verdict, exit_code, outputs, rerun, redraw, error.
+std::string result_json(const Request& req, const Result& res);
 
 // Reference mode: the reference's outputs are `want`, the case's stored got.* (else want.*) are
 // `got`, so a case saved by a failing kernel test reports the same mismatch the test did.
@@ -129,8 +165,24 @@ struct Result {
 // outputs) are `want`; the report also says whether the kernel reproduced the stored got.*.
 Result run(const Request& r);
 
+// dsv4-replay --draw: writes one case file per point (the shape `spec`, or every point of sweep
+// `sweep`) of `family` drawn from `seed` into `dir`, printing each path on `out` as written.
+// Returns 0, 2 (bad usage: unknown family, key, value or sweep), or 3 (a file cannot be written).
+struct DrawRequest {
+  std::string family, spec, sweep, dir = ".";
+  std::optional<uint64_t> seed;  // default: the GPU tests' first seed (fx::case_seeds())
+};
+int draw(const DrawRequest& r, std::ostream& out, std::ostream& err);
+// The path of a drawn case: <dir>/<family>--<vars().id()>--seed<N>.safetensors.
+std::string drawn_path(const std::string& dir, const std::string& family, const fx::Vars& v,
+                       uint64_t seed);
+// A drawn case: the inputs of `k` for `seed`, want.* the reference's outputs, start.* every
+// output's start state, and the metadata (dsv4.shape, dsv4.repro, dsv4.outputs, dsv4.vars, ...).
+fx::Case drawn_case(const fx::KernelCase& k, const fx::Vars& v, uint64_t seed);
+
 // The command line: dsv4-replay CASE.safetensors [--family NAME] [--reference|--device]
-// [--strict|--tolerant] [--list] [--help]. Returns the exit code; the report goes to `out`, usage
+// [--strict|--tolerant] [--json] [--list] [--help], or dsv4-replay --draw FAMILY [--shape SPEC |
+// --sweep NAME] [--seed N] [--out DIR]. Returns the exit code; the report goes to `out`, usage
 // errors to `err`.
 int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
 

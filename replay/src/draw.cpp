@@ -1,0 +1,162 @@
+// dsv4-replay --draw: a family's cases written as case files (inputs, want, start states).
+#include <exception>
+#include <filesystem>
+#include <ostream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "dsv4/fixtures/seed.hpp"
+#include "dsv4/replay/replay.hpp"
+
+namespace dsv4::replay {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const char* init_name(fx::Init i) {
+  switch (i) {
+    case fx::Init::kZero:
+      return "zero";
+    case fx::Init::kFromInput:
+      return "input";
+    default:
+      return "poison";
+  }
+}
+
+// An output's state before a launch, as the harness's CaseDevice::reset_outputs() makes it.
+st::Tensor start_of(const fx::OutputSpec& o, const fx::Tensors& in, const std::string& family) {
+  st::Tensor t;
+  if (o.init == fx::Init::kFromInput)
+    t = fx::input_of(in, o.name, family);
+  else
+    t = fx::filled(
+        o.dtype, o.shape,
+        o.init == fx::Init::kZero ? uint8_t(0) : o.poison.value_or(fx::default_poison(o.dtype)));
+  if (!o.format.empty()) t.format = o.format;
+  return t;
+}
+
+struct Usage : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+std::vector<fx::Vars> points_of(const Family& f, const DrawRequest& r) {
+  const Family::Drawing& d = *f.drawing;
+  if (!r.sweep.empty()) {
+    std::string names;
+    for (const auto& s : d.sweeps) {
+      if (s.name == r.sweep) return s.points();
+      names += (names.empty() ? "" : ", ") + s.name;
+    }
+    throw Usage("--sweep " + r.sweep + ": " + f.name + " has no such sweep (sweeps: " + names +
+                ")");
+  }
+  try {
+    return {fx::Vars::parse(r.spec)};
+  } catch (const fx::VarsError& e) {
+    throw Usage("--shape " + r.spec + ": " + e.what() + " (keys: " + d.keys + ")");
+  }
+}
+
+}  // namespace
+
+std::string drawn_path(const std::string& dir, const std::string& family, const fx::Vars& v,
+                       uint64_t seed) {
+  return (fs::path(dir) /
+          (family + "--" + v.id() + "--seed" + std::to_string(seed) + ".safetensors"))
+      .string();
+}
+
+fx::Case drawn_case(const fx::KernelCase& k, const fx::Vars& v, uint64_t seed) {
+  fx::Rng rng(seed);  // what fx::check_case(k, seed, ...) launches
+  fx::Case c{k.family(), v.str(), seed, k.draw(rng), {}, {}, {}};
+  c.want = k.reference(c.inputs);
+  json outs = json::array();
+  for (const fx::OutputSpec& o : k.outputs(c.inputs)) {
+    c.start[o.name] = start_of(o, c.inputs, k.family());
+    if (auto w = c.want.find(o.name); w != c.want.end() && !o.format.empty())
+      w->second.format = o.format;
+    const bool poison = o.init == fx::Init::kPoison;
+    outs.push_back({{"name", o.name},
+                    {"dtype", st::dtype_name(o.dtype)},
+                    {"shape", o.shape},
+                    {"start", init_name(o.init)},
+                    {"poison", poison ? json(o.poison.value_or(fx::default_poison(o.dtype)))
+                                      : json(nullptr)}});
+  }
+  json vars = json::object();
+  for (const auto& [key, value] : v.items()) vars[key] = value;
+  c.metadata["dsv4.shape"] = v.spec();
+  c.metadata["dsv4.source"] = "dsv4";
+  c.metadata["dsv4.repro"] = fx::shell_quoted(fx::replay_executable()) + " --draw " + k.family() +
+                             " --shape " + fx::shell_quoted(v.spec()) + " --seed " +
+                             std::to_string(seed);
+  c.metadata["dsv4.outputs"] = outs.dump();
+  c.metadata["dsv4.vars"] = vars.dump();
+  return c;
+}
+
+int draw(const DrawRequest& r, std::ostream& out, std::ostream& err) {
+  const Family* f = find_family(r.family);
+  if (!f) {
+    std::string known;
+    for (const auto& n : family_names()) known += (known.empty() ? "" : ", ") + n;
+    err << "dsv4-replay: --draw " << r.family << ": unknown family (known: " << known << ")\n";
+    return 2;
+  }
+  if (!f->drawing) {
+    err << "dsv4-replay: --draw " << r.family << ": the family draws no cases\n";
+    return 2;
+  }
+  if (!r.spec.empty() && !r.sweep.empty()) {
+    err << "dsv4-replay: --shape and --sweep exclude each other\n";
+    return 2;
+  }
+  std::vector<fx::Vars> points;
+  try {
+    points = points_of(*f, r);
+  } catch (const Usage& e) {
+    err << "dsv4-replay: " << e.what() << "\n";
+    return 2;
+  }
+  const uint64_t seed = r.seed ? *r.seed : fx::case_seeds().front();
+  std::error_code ec;
+  fs::create_directories(r.dir.empty() ? "." : r.dir, ec);
+  if (ec) {
+    err << "dsv4-replay: --out " << r.dir << ": cannot create the directory: " << ec.message()
+        << "\n";
+    return 3;
+  }
+  for (const fx::Vars& given : points) {
+    fx::Case c;
+    fx::Vars v;  // the point's whole vars: the missing keys at their defaults
+    try {
+      const auto k = f->drawing->from_vars(given);
+      v = fx::Vars::parse(k->shape_spec());
+      if (const std::string again = f->drawing->from_vars(v)->shape_spec(); again != v.spec())
+        throw std::invalid_argument("its vars '" + v.spec() + "' read back as '" + again + "'");
+      c = drawn_case(*k, v, seed);
+    } catch (const fx::VarsError& e) {
+      err << "dsv4-replay: --shape " << given.spec() << ": " << e.what() << "\n";
+      return 2;
+    } catch (const std::exception& e) {
+      err << "dsv4-replay: " << f->name << " cannot draw the point '" << given.str()
+          << "': " << e.what() << "\n";
+      return 2;
+    }
+    const std::string path = drawn_path(r.dir.empty() ? "." : r.dir, f->name, v, seed);
+    try {
+      c.write(path);
+    } catch (const std::exception& e) {
+      err << "dsv4-replay: cannot write " << path << ": " << e.what() << "\n";
+      return 3;
+    }
+    out << path << std::endl;  // flushed as written: a reader may start on it
+  }
+  return 0;
+}
+
+}  // namespace dsv4::replay
