@@ -38,7 +38,7 @@ class LiveCase:
         self.case = case
         self.device = torch.device(device)
         self.tool = tool
-        self.keep_dir = keep_dir
+        self.keep_dir = os.path.abspath(keep_dir)
         self.label = label
         self.source = source
         self.rule = rule
@@ -52,6 +52,7 @@ class LiveCase:
         self.out = {n: g.tensor for n, g in self._out_guards.items()}
         self._current = case
         self.omitted = set()  # outputs the op does not produce (its call returned None for them)
+        self.reset()  # inputs readable before the first run (an op's applies() looks at them)
 
     # ---- the case's vars ------------------------------------------------------------------------
     def var(self, key, default=None):

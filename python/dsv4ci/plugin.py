@@ -36,7 +36,8 @@ def pytest_addoption(parser):
     g.addoption("--dsv4-op", action="append", default=[], help="only these ops (repeatable)")
     g.addoption("--dsv4-sweep", default=None, help="draw this sweep instead of each op's own")
     g.addoption("--dsv4-seed", type=int, default=None, help="draw with this seed (default: the tool's)")
-    g.addoption("--dsv4-max-cases", type=int, default=0, help="at most this many cases per op and sweep")
+    g.addoption("--dsv4-max-cases", type=int, default=0,
+                help="at most this many cases per op and sweep, evenly spaced over the sweep (0: all)")
     g.addoption("--dsv4-graph", action="store_true", help="also run each case captured in a CUDA graph")
     g.addoption("--dsv4-repeat", type=int, default=1, help="run each case this many times; bytes must agree")
     g.addoption("--dsv4-standin", action="store_true",
@@ -61,7 +62,7 @@ class _State:
         self.drawn = {}
         self.tool_error = None
         self.collected = 0
-        self.outcomes = {"passed": 0, "failed": 0, "skipped": 0}
+        self.outcomes = {"passed": 0, "failed": 0, "skipped": 0, "could-not-run": 0}
         self.skip_reasons = {}
         self.rows = []
         self.report = config.getoption("--dsv4-report")
@@ -76,13 +77,13 @@ class _State:
         d = self.config.getoption("--dsv4-device")
         return torch.device(d if d else ("cuda" if torch.cuda.is_available() else "cpu"))
 
-    def draw(self, family, sweep=None, shape=None, overrides=None, seed=None):
+    def draw(self, family, sweep=None, shape=None, overrides=None, seed=None, max_points=0):
         key = (family, sweep, json.dumps(shape, sort_keys=True) if isinstance(shape, dict) else shape,
-               json.dumps(overrides or {}, sort_keys=True), seed)
+               json.dumps(overrides or {}, sort_keys=True), seed, max_points)
         if key not in self.drawn:
             out = os.path.join(self.draw_dir, str(len(self.drawn)))
             self.drawn[key] = replay.draw(self.tool(), family, out, shape=shape, sweep=sweep, seed=seed,
-                                          overrides=overrides)
+                                          overrides=overrides, max_points=max_points if sweep else 0)
         return self.drawn[key]
 
     def record(self, row):
@@ -124,12 +125,11 @@ def _params_for_op(state, op, config):
     out = []
     for sw in sweeps:
         try:
-            paths = state.draw(op.family, sweep=sw, overrides=op.shape, seed=config.getoption("--dsv4-seed"))
+            paths = state.draw(op.family, sweep=sw, overrides=op.shape, seed=config.getoption("--dsv4-seed"),
+                               max_points=limit)
         except (replay.ToolError, ValueError) as e:
             out.append(_Param(op=op, error=str(e), id=f"{op.name}-{sw}-cannot-draw"))
             continue
-        if limit:
-            paths = paths[:limit]
         for p in paths:
             out.append(_Param(p, op, False, id=f"{op.name}-{_case_id(p)}"))
             if config.getoption("--dsv4-graph"):
@@ -209,25 +209,31 @@ class OpCase:
         try:
             return self.live.run(lambda live: self.op.call(fn, live), graph=self.param.graph,
                                  repeat=config.getoption("--dsv4-repeat"))
+        except replay.ToolError as e:
+            self.state.tool_error = str(e)
+            self.request.node._dsv4_cannot = True
+            pytest.fail(f"could not run: {e}", pytrace=False)
         except RunFailure as e:
             if self.op.notes:
                 raise RunFailure(f"{e}\n  note on {self.op.name}: {self.op.notes}") from None
             raise
 
 
-def _fail_param(state, param):
+def _fail_param(state, param, node):
     if param.error:
         state.tool_error = param.error
+        node._dsv4_cannot = True
         pytest.fail(f"could not run: {param.error}", pytrace=False)
 
 
 @pytest.fixture
 def dsv4_op_case(request):
     state = _state(request.config)
-    _fail_param(state, request.param)
-    request.node._dsv4 = {"op": request.param.op.name, "family": request.param.op.family,
-                          "backend": request.param.op.backend, "case": _case_id(request.param.path),
-                          "graph": request.param.graph}
+    p = request.param
+    request.node._dsv4 = {"op": p.op.name if p.op else "", "family": p.op.family if p.op else "",
+                          "backend": p.op.backend if p.op else "", "case": _case_id(p.path) if p.path else p.id,
+                          "graph": p.graph}
+    _fail_param(state, p, request.node)
     oc = OpCase(state, request.param, request)
     yield oc
     if oc.live is not None and oc.live.verdicts:
@@ -237,7 +243,9 @@ def dsv4_op_case(request):
 @pytest.fixture
 def dsv4_case(request):
     state = _state(request.config)
-    _fail_param(state, request.param)
+    request.node._dsv4 = {"op": request.node.originalname, "family": "", "backend": "",
+                          "case": request.param.id, "graph": request.param.graph}
+    _fail_param(state, request.param, request.node)
     marker = request.node.get_closest_marker("dsv4")
     kw = dict(marker.kwargs) if marker else {}
     case = Case.load(request.param.path)
@@ -251,7 +259,7 @@ def dsv4_case(request):
     base_run = live.run
     live.run = lambda fn, graph=graph, repeat=repeat: base_run(fn, graph=graph, repeat=repeat)
     yield live
-    if live.runs == 0:
+    if live.runs == 0 and getattr(request.node, "_dsv4_call_outcome", None) == "passed":
         pytest.fail(f"{request.node.name}: the test never called dsv4_case.run(fn): nothing was judged",
                     pytrace=False)
 
@@ -284,16 +292,19 @@ def dsv4_live(request, tmp_path):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
+    if rep.when == "call":
+        item._dsv4_call_outcome = rep.outcome
     info = getattr(item, "_dsv4", None)
     if info is None:
         return
     if rep.when == "call" or (rep.when == "setup" and not rep.passed) or (rep.when == "teardown" and rep.failed):
         verdict = "match" if rep.passed else ("skipped" if rep.skipped else "MISMATCH")
-        if rep.failed and "could not run" in str(rep.longrepr):
+        if rep.failed and getattr(item, "_dsv4_cannot", False):
             verdict = "could-not-run"
         reason = ""
         if rep.skipped and isinstance(rep.longrepr, tuple):
             reason = rep.longrepr[2]
+            reason = reason[len("Skipped: "):] if reason.startswith("Skipped: ") else reason
         elif rep.failed:
             reason = str(rep.longreprtext).strip().splitlines()[-1][:300] if rep.longreprtext else ""
         prev = getattr(item, "_dsv4_row", None)
@@ -316,7 +327,7 @@ def pytest_runtest_protocol(item, nextitem):  # the row is complete once teardow
     info = getattr(item, "_dsv4", {})
     row["files"] = info.get("files", [])
     state.record(row)
-    key = {"match": "passed", "skipped": "skipped"}.get(row["verdict"], "failed")
+    key = {"match": "passed", "skipped": "skipped", "could-not-run": "could-not-run"}.get(row["verdict"], "failed")
     state.outcomes[key] += 1
     if key == "skipped":
         state.skip_reasons[row["reason"]] = state.skip_reasons.get(row["reason"], 0) + 1
@@ -340,16 +351,18 @@ def pytest_sessionfinish(session, exitstatus):
             counts = ", ".join(f"{v} {k}" for k, v in state.outcomes.items())
             f.write(f"# dsv4 cases: {counts}\n\n")
             f.write(_markdown(state.rows))
-    ran = state.outcomes["passed"] + state.outcomes["failed"]
+    o = state.outcomes
     cannot = None
-    if state.tool_error and state.outcomes["failed"] == 0:
-        cannot = f"could not run: {state.tool_error}"
-    elif state.collected and ran == 0:
+    if o["failed"]:
+        cannot = None  # a mismatch or a failed check is the verdict (exit 1)
+    elif o["could-not-run"] or state.tool_error:
+        cannot = f"could not run: {state.tool_error or 'a case could not be drawn or judged'}"
+    elif state.collected and o["passed"] == 0:
         reasons = "; ".join(f"{n} x {r}" for r, n in sorted(state.skip_reasons.items(), key=lambda x: -x[1]))
         cannot = f"could not run: every one of {state.collected} dsv4 tests skipped ({reasons})"
     elif not state.collected and session.config.getoption("--dsv4-require"):
         cannot = "could not run: --dsv4-require and no dsv4 test was collected"
-    if cannot and exitstatus in (0, 5):
+    if cannot:
         session.config._dsv4_cannot = cannot
         session.exitstatus = EXIT_COULD_NOT_RUN
 
@@ -359,7 +372,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if state is None or not (state.collected or state.rows):
         return
     o = state.outcomes
-    terminalreporter.write_line(f"dsv4: {o['passed']} match, {o['failed']} mismatch or failed, {o['skipped']} skipped"
+    terminalreporter.write_line(f"dsv4: {o['passed']} match, {o['failed']} mismatch or failed, {o['skipped']} skipped, "
+                                f"{o['could-not-run']} could not run"
                                 + (f"; report {state.report}.md" if state.report else ""))
     msg = getattr(config, "_dsv4_cannot", None)
     if msg:

@@ -41,7 +41,7 @@ def _spec(items):
     return ",".join(k if v == "" else f"{k}={v}" for k, v in items.items())
 
 
-def draw_command(tool, family, out_dir, shape=None, sweep=None, seed=None, overrides=None):
+def draw_command(tool, family, out_dir, shape=None, sweep=None, seed=None, overrides=None, max_points=0):
     """The argv of `dsv4-replay --draw` for these choices."""
     if shape is not None and sweep is not None:
         raise ValueError("draw: give shape or sweep, not both")
@@ -60,13 +60,16 @@ def draw_command(tool, family, out_dir, shape=None, sweep=None, seed=None, overr
         argv += ["--set", _spec(merged)]
     if seed is not None:
         argv += ["--seed", str(int(seed))]
+    if max_points:
+        argv += ["--max-points", str(int(max_points))]
     return argv
 
 
-def draw(tool, family, out_dir, shape=None, sweep=None, seed=None, overrides=None):
-    """Draws cases into out_dir; returns the written paths in the tool's order."""
+def draw(tool, family, out_dir, shape=None, sweep=None, seed=None, overrides=None, max_points=0):
+    """Draws cases into out_dir (at most max_points of a sweep, evenly spaced; 0: all); returns the
+    written paths in the tool's order."""
     os.makedirs(out_dir, exist_ok=True)
-    argv = draw_command(tool, family, out_dir, shape, sweep, seed, overrides)
+    argv = draw_command(tool, family, out_dir, shape, sweep, seed, overrides, max_points)
     p = subprocess.run(argv, capture_output=True, text=True)
     if p.returncode != 0:
         raise ToolError(f"{shlex.join(argv)} exited {p.returncode}: {(p.stderr or p.stdout).strip()}")

@@ -1,6 +1,7 @@
 """The pytest plugin seen from a user's test file: marker, op registry, verdicts, exit codes."""
 
 import json
+import os
 import textwrap
 
 import pytest
@@ -82,7 +83,12 @@ def test_require_with_nothing_collected_is_could_not_run(pytester, tool):
     assert r.ret == 3
 
 
-def test_registered_ops_run_through_dsv4_op_case_with_their_standins(pytester, tool):
+def test_registered_ops_run_through_dsv4_op_case_with_their_standins(pytester, tool, monkeypatch):
+    import dsv4ci
+
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(dsv4ci.__file__)))
+    monkeypatch.setenv("PYTHONPATH", package_root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("DSV4_REPLAY", tool)
     pytester.makepyfile(myops=textwrap.dedent("""
         from dsv4ci.ops import Op, register
 
@@ -109,7 +115,7 @@ def test_registered_ops_run_through_dsv4_op_case_with_their_standins(pytester, t
     out = r.stdout.str()
     # the stand-in of demo.affine matches; demo.wrong has no stand-in and skips
     r.assert_outcomes(passed=2, skipped=1)
-    r = run(pytester, src, "--dsv4-family", "smoke", "--dsv4-device", "cpu", subprocess=True)
+    r = run(pytester, src, "--dsv4-family", "smoke", "--dsv4-device", "cpu", "-rs", subprocess=True)
     out = r.stdout.str()
     # SGLang's function: demo.affine is not importable (skipped with the reason); demo.wrong fails
     r.assert_outcomes(failed=1, skipped=2)

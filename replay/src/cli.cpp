@@ -15,7 +15,8 @@ namespace {
 const char* kUsage =
     "usage: dsv4-replay CASE.safetensors [--family NAME] [--reference | --device]\n"
     "                   [--strict | --tolerant] [--json]\n"
-    "       dsv4-replay --draw FAMILY [--shape SPEC | --sweep NAME] [--seed N] [--out DIR]\n"
+    "       dsv4-replay --draw FAMILY [--shape SPEC | --sweep NAME] [--set SPEC] [--seed N]\n"
+    "                   [--max-points N] [--out DIR]\n"
     "       dsv4-replay --list\n"
     "Runs a kernel family's CPU reference (--reference, the default) or its GPU kernel\n"
     "(--device) on the in.* tensors of a case file and compares with the stored output using\n"
@@ -28,7 +29,10 @@ const char* kUsage =
     "--draw writes the family's case for the shape SPEC (its vars words, comma-separated,\n"
     "e.g. B=4,V=1025,top-p; missing keys keep their defaults) or every point of a named sweep\n"
     "(--list names them) drawn from seed N into DIR (default .), one\n"
-    "<family>--<id>--seed<N>.safetensors per point, each path printed as written.\n"
+    "<family>--<id>--seed<N>.safetensors per point, each path printed as written. --set SPEC\n"
+    "lays vars over every point (a key=value replaces the point's, a flag is added; a point\n"
+    "it does not fit is left out and named on stderr); --max-points N draws N of the points,\n"
+    "evenly spaced over the sweep.\n"
     "Exit codes: 0 match, 1 mismatch, 2 bad usage or malformed case file, 3 could not run\n"
     "(--draw: 0 all written, 2 bad usage, 3 a file cannot be written).\n";
 
@@ -72,6 +76,8 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
                                                cxxopts::value<std::string>())(
       "shape", "the shape to draw (SPEC)", cxxopts::value<std::string>())(
       "sweep", "the named sweep to draw", cxxopts::value<std::string>())(
+      "set", "vars laid over every drawn point (SPEC)", cxxopts::value<std::string>())(
+      "max-points", "at most N points of the sweep, evenly spaced", cxxopts::value<std::string>())(
       "seed", "the seed to draw from", cxxopts::value<std::string>())(
       "out", "the directory drawn cases go to", cxxopts::value<std::string>())(
       "h,help", "print this help")("case", "case file", cxxopts::value<std::vector<std::string>>());
@@ -118,6 +124,15 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
     d.family = r["draw"].as<std::string>();
     if (r.count("shape")) d.spec = r["shape"].as<std::string>();
     if (r.count("sweep")) d.sweep = r["sweep"].as<std::string>();
+    if (r.count("set")) d.set = r["set"].as<std::string>();
+    if (r.count("max-points")) {
+      const std::string v = r["max-points"].as<std::string>();
+      size_t n = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (v.empty() || ec != std::errc() || end != v.data() + v.size() || n == 0)
+        return usage(err, "--max-points " + v + " is not a positive integer");
+      d.max_points = n;
+    }
     if (r.count("out")) d.dir = r["out"].as<std::string>();
     if (r.count("seed")) {
       const std::string v = r["seed"].as<std::string>();
@@ -129,7 +144,7 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
     }
     return draw(d, out, err);
   }
-  for (const char* f : {"shape", "sweep", "seed", "out"})
+  for (const char* f : {"shape", "sweep", "set", "max-points", "seed", "out"})
     if (r.count(f)) return bad(std::string("--") + f + " needs --draw FAMILY");
   if (positional.size() != 1)
     return bad("expected one case file, got " + std::to_string(positional.size()));

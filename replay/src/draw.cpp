@@ -1,4 +1,5 @@
 // dsv4-replay --draw: a family's cases written as case files (inputs, want, start states).
+#include <algorithm>
 #include <exception>
 #include <filesystem>
 #include <ostream>
@@ -61,6 +62,35 @@ std::vector<fx::Vars> points_of(const Family& f, const DrawRequest& r) {
   }
 }
 
+// `set` laid over `p`: its key=value items replace p's values of those keys, its flags are added.
+fx::Vars overlay(const fx::Vars& p, const fx::Vars& set) {
+  fx::Vars v;
+  for (const auto& [k, val] : p.items()) {
+    bool replaced = false;
+    for (const auto& [sk, sval] : set.items())
+      if (sk == k && !sval.empty()) {
+        v.add(k, sval);
+        replaced = true;
+      }
+    if (!replaced) {
+      if (val.empty())
+        v.flag(k);
+      else
+        v.add(k, val);
+    }
+  }
+  for (const auto& [sk, sval] : set.items()) {
+    bool present = false;
+    for (const auto& [k, val] : p.items()) present = present || k == sk;
+    if (present) continue;
+    if (sval.empty())
+      v.flag(sk);
+    else
+      v.add(sk, sval);
+  }
+  return v;
+}
+
 }  // namespace
 
 std::string drawn_path(const std::string& dir, const std::string& family, const fx::Vars& v,
@@ -121,6 +151,47 @@ int draw(const DrawRequest& r, std::ostream& out, std::ostream& err) {
   } catch (const Usage& e) {
     err << "dsv4-replay: " << e.what() << "\n";
     return 2;
+  }
+  if (!r.set.empty()) {
+    fx::Vars set;
+    try {
+      set = fx::Vars::parse(r.set);
+    } catch (const fx::VarsError& e) {
+      err << "dsv4-replay: --set " << r.set << ": " << e.what() << " (keys: " << f->drawing->keys
+          << ")\n";
+      return 2;
+    }
+    std::vector<fx::Vars> laid;
+    std::vector<std::string> seen;
+    size_t left_out = 0;
+    for (const fx::Vars& p : points) {
+      const fx::Vars v = overlay(p, set);
+      try {
+        const std::string spec = f->drawing->from_vars(v)->shape_spec();
+        if (std::find(seen.begin(), seen.end(), spec) != seen.end()) continue;
+        seen.push_back(spec);
+        laid.push_back(v);
+      } catch (const std::exception& e) {
+        ++left_out;
+        err << "dsv4-replay: --set " << r.set << " does not fit the point '" << p.str()
+            << "', left out: " << e.what() << "\n";
+      }
+    }
+    if (laid.empty()) {
+      err << "dsv4-replay: --set " << r.set << " fits none of the " << points.size() << " points\n";
+      return 2;
+    }
+    if (left_out)
+      err << "dsv4-replay: --set " << r.set << ": " << left_out << " of " << points.size()
+          << " points left out\n";
+    points = std::move(laid);
+  }
+  if (r.max_points > 0 && points.size() > r.max_points) {
+    std::vector<fx::Vars> some;
+    const size_t n = points.size(), k = r.max_points;
+    for (size_t i = 0; i < k; ++i) some.push_back(points[k == 1 ? 0 : i * (n - 1) / (k - 1)]);
+    err << "dsv4-replay: --max-points " << k << ": " << k << " of the " << n << " points\n";
+    points = std::move(some);
   }
   const uint64_t seed = r.seed ? *r.seed : fx::case_seeds().front();
   std::error_code ec;

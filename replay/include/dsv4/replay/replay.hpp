@@ -168,8 +168,14 @@ Result run(const Request& r);
 // dsv4-replay --draw: writes one case file per point (the shape `spec`, or every point of sweep
 // `sweep`) of `family` drawn from `seed` into `dir`, printing each path on `out` as written.
 // Returns 0, 2 (bad usage: unknown family, key, value or sweep), or 3 (a file cannot be written).
+// `set` (vars words, as in spec) is laid over every point: a key=value replaces the point's value
+// of that key, a flag is added; a point the result does not fit (an alternative of the set flag
+// already chosen, say) is left out and named on `err`, and the same resulting point is drawn once.
+// `max_points` > 0 draws that many points of the sweep, evenly spaced over it (the first and the
+// last among them), in the sweep's order.
 struct DrawRequest {
-  std::string family, spec, sweep, dir = ".";
+  std::string family, spec, sweep, set, dir = ".";
+  size_t max_points = 0;
   std::optional<uint64_t> seed;  // default: the GPU tests' first seed (fx::case_seeds())
 };
 int draw(const DrawRequest& r, std::ostream& out, std::ostream& err);
