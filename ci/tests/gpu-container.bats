@@ -12,12 +12,16 @@ setup() {
   touch "$DSV4_DEV_DIR/kfd" "$DSV4_DEV_DIR/dri/renderD128" "$DSV4_DEV_DIR/dri/renderD136"
   export GITHUB_WORKSPACE=$TMP/ws
   mkdir -p "$GITHUB_WORKSPACE"
-  unset DOCKERHUB_USERNAME DOCKERHUB_TOKEN
-  # docker: no containers; images listed in $TMP/images exist; pulls of them succeed.
-  touch "$TMP/images"
+  unset DOCKERHUB_USERNAME DOCKERHUB_TOKEN GITHUB_STEP_SUMMARY
+  export GITHUB_REPOSITORY=o/r GITHUB_RUN_ID=9 GITHUB_JOB=kernels GITHUB_RUN_ATTEMPT=2
+  # docker: the containers of $TMP/containers ("ID NAME IMAGE OWNER"; $TMP/inspect/ID its
+  # inspect output); images listed in $TMP/images exist; pulls of them succeed.
+  touch "$TMP/images" "$TMP/containers"
+  mkdir -p "$TMP/inspect"
   fake docker <<'EOS'
 case "$1 $2" in
-  "ps -aq") exit 0 ;;
+  "ps -a") cat "$FAKE_CONTAINERS"; exit 0 ;;
+  inspect*) cat "$FAKE_INSPECT/$2" 2>/dev/null; exit ;;
   "image inspect")
     img=${!#}
     grep -qxF "$img" "$FAKE_IMAGES" || exit 1
@@ -33,6 +37,17 @@ esac
 exit 0
 EOS
   export FAKE_IMAGES=$TMP/images FAKE_PULL_FAILS=$TMP/pull-fails FAKE_LOGIN_STDIN=$TMP/login-stdin
+  export FAKE_CONTAINERS=$TMP/containers FAKE_INSPECT=$TMP/inspect
+}
+
+# container ID NAME IMAGE OWNER [gpu]: a container on the host's daemon, holding /dev/kfd with gpu.
+container() {
+  echo "$1 $2 $3 $4" >>"$FAKE_CONTAINERS"
+  if [ "${5:-}" = gpu ]; then
+    echo '[{"HostConfig": {"Devices": [{"PathOnHost": "/dev/kfd", "PathInContainer": "/dev/kfd"}]}}]' >"$FAKE_INSPECT/$1"
+  else
+    echo '[{"HostConfig": {"Devices": []}}]' >"$FAKE_INSPECT/$1"
+  fi
 }
 
 teardown() {
@@ -113,6 +128,50 @@ EOS
   [[ $output == *"not clear after 3 attempts"* ]]
 }
 
+@test "clear-vram: only this job's containers are removed; a neighbour's GPU container is listed and survives" {
+  fake_rocm_smi
+  echo 10 >"$FAKE_VRAM"
+  container aaa111 dsv4-kernels-9-1 rocm/pytorch:x o/r/9/kernels gpu   # this job, attempt 1
+  container ddd444 dsv4-kernels-9-2 rocm/pytorch:x - gpu               # this job, by name
+  container bbb222 neighbour-job rocm/sgl-dev:y other/repo/5/e2e gpu   # another pod's job
+  container eee555 ci_sglang rocm/sgl-dev:z - gpu                      # SGLang's own job
+  container ccc333 web nginx - none                                    # no GPU
+  export GITHUB_STEP_SUMMARY=$TMP/summary.md
+  run bash "$ROOT/ci/gpu-container.sh" clear-vram --vendor amd --name dsv4-kernels-9-2
+  show
+  [ "$status" -eq 0 ]
+  grep -q '^docker stop --time 10 aaa111' "$FAKE_LOG"
+  grep -q '^docker rm -f aaa111' "$FAKE_LOG"
+  grep -q '^docker rm -f ddd444' "$FAKE_LOG"
+  for id in bbb222 eee555 ccc333; do
+    ! grep -qE "^docker (stop|rm|kill).*$id" "$FAKE_LOG" || { echo "$id was touched"; false; }
+  done
+  [[ $output == *"NOT touching neighbour-job (bbb222, rocm/sgl-dev:y, owner other/repo/5/e2e)"* ]]
+  [[ $output == *"NOT touching ci_sglang"* ]]
+  [[ $output != *"web"* ]]
+  grep -q 'neighbour-job' "$GITHUB_STEP_SUMMARY"
+}
+
+@test "clear-vram: VRAM held by a neighbour's container fails closed without signalling its processes" {
+  fake_rocm_smi
+  echo 8192 >"$FAKE_VRAM"
+  container bbb222 neighbour-job rocm/sgl-dev:y other/repo/5/e2e gpu
+  fake fuser <<'EOS'
+case "$*" in *"/kfd") echo " 4242" ;; esac
+exit 0
+EOS
+  export DSV4_PROC_DIR=$TMP/proc
+  mkdir -p "$DSV4_PROC_DIR/4242"
+  echo "0::/system.slice/docker-$(printf 'b%.0s' {1..64}).scope" >"$DSV4_PROC_DIR/4242/cgroup"
+  run bash "$ROOT/ci/gpu-container.sh" clear-vram --name dsv4-kernels-9-2
+  show
+  [ "$status" -eq 3 ]
+  [[ $output == *"NOT signalling 4242"* ]]
+  [[ $output != *"SIGTERM to 4242"* ]] && [[ $output != *"SIGKILL to 4242"* ]]
+  ! grep -qE '^docker (stop|rm).*bbb222' "$FAKE_LOG"
+  [[ $output == *"not clear after 3 attempts"* ]]
+}
+
 @test "clear-vram: an answer of rocm-smi that cannot be read is not clear" {
   fake_rocm_smi
   echo garbage >"$FAKE_VRAM"
@@ -145,7 +204,8 @@ EOS
   for want in --device=/dev/kfd --device=/dev/dri/renderD128 --device=/dev/dri/renderD136 \
       --device=/dev/dri/card1 "-v $TMP/cache:/sgl-data" "HF_HOME=/sgl-data/hf-cache" \
       "MIOPEN_USER_DB_PATH=/sgl-data/miopen-cache" "MIOPEN_CUSTOM_CACHE_DIR=/sgl-data/miopen-cache" \
-      "PYTHONPATH=/opt/tilelang" "--shm-size 32g" "DSV4_IMAGE=img" "DSV4_IMAGE_DIGEST=img@sha256:0123abcd"; do
+      "PYTHONPATH=/opt/tilelang" "--shm-size 32g" "DSV4_IMAGE=img" "DSV4_IMAGE_DIGEST=img@sha256:0123abcd" \
+      "--label dsv4-ci.owner=o/r/9/kernels" "--label dsv4-ci.attempt=2"; do
     [[ $line == *"$want"* ]] || { echo "missing '$want' in: $line"; false; }
   done
   [[ $line != *"--ipc"* ]]
