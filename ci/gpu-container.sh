@@ -18,9 +18,13 @@
 #   ci/gpu-container.sh start [--no-gpu | --vendor amd|nvidia] [--hf-cache HOST:MOUNT:HF_HOME] NAME IMAGE [docker run options]
 #       docker run --init with /dev/kfd and every device of /etc/podinfo/gha-render-devices (a
 #       missing or empty file refuses to start; nvidia: --gpus all), the workspace mounted at its own path, the HF
-#       cache (which must exist) with SGLang's MIOpen cache and tilelang path; the image pulled
-#       with retries and back-off, after a docker login when DOCKERHUB_USERNAME/DOCKERHUB_TOKEN
-#       are set; DSV4_IMAGE and DSV4_IMAGE_DIGEST set in the container for the reports
+#       cache (which must exist) with SGLang's MIOpen cache and tilelang path; the image taken from
+#       the runner's cache, else the LAN registry, else Docker Hub with retries and back-off (a
+#       rate limit is could-not-run at once, naming it), after a docker login when
+#       DOCKERHUB_USERNAME/DOCKERHUB_TOKEN are set (when not, the log and step summary say so);
+#       labelled dsv4-ci.owner for clear-vram; DSV4_IMAGE and DSV4_IMAGE_DIGEST set for the reports
+#   ci/gpu-container.sh login
+#       the Docker Hub login of `start` alone (for a job that only inspects manifests)
 #   ci/gpu-container.sh exec NAME [-w DIR] [-e VAR[=VALUE]]... -- COMMAND...
 #       docker exec in the workspace; GITHUB_* run identity passed on; the step summary the command
 #       writes is appended to the host's $GITHUB_STEP_SUMMARY
@@ -30,7 +34,9 @@
 #
 # Exit codes: 0 done, 2 bad usage, 3 could not run (VRAM held, no rocm-smi, no image, no devices).
 # Test hooks: DSV4_RENDER_DEVICES (the pod's device file), DSV4_DEV_DIR (/dev), DSV4_VRAM_WAIT_S
-# (seconds between checks, 30), DSV4_PULL_ATTEMPTS (6), DSV4_PULL_BACKOFF_S (first wait, 30).
+# (seconds between checks, 30), DSV4_PULL_ATTEMPTS (6), DSV4_PULL_BACKOFF_S (first wait, 30),
+# DSV4_PROC_DIR (/proc), DSV4_LOCAL_REGISTRY (SGLang's LAN registry 10.245.143.50:5000; empty:
+# none), DSV4_DOCKERHUB_SECRETS (the secret names, for messages).
 set -uo pipefail
 
 die() { echo "gpu-container: $*" >&2; exit 2; }
@@ -267,6 +273,7 @@ resolve_image() {
   fi
   if [[ $pattern != *"{date}"* ]]; then
     image=${pattern//\{sglang_tag\}/${tags[0]}}
+    image_exists "$image" || cannot "resolve-image: $image does not exist (docker manifest inspect)"
     echo "$image"
     return 0
   fi
@@ -306,8 +313,17 @@ with_backoff() {
   done
 }
 
+# Logs in to Docker Hub when DOCKERHUB_USERNAME and DOCKERHUB_TOKEN are set (the workflow fills
+# them from the secrets DSV4_DOCKERHUB_SECRETS names); says so in the log and the step summary
+# when it does not, since anonymous pulls share Docker Hub's rate limit.
 docker_login() {
-  [ -n "${DOCKERHUB_USERNAME:-}" ] && [ -n "${DOCKERHUB_TOKEN:-}" ] || return 0
+  local secrets=${DSV4_DOCKERHUB_SECRETS:-DOCKERHUB_USERNAME/DOCKERHUB_TOKEN}
+  if [ -z "${DOCKERHUB_USERNAME:-}" ] || [ -z "${DOCKERHUB_TOKEN:-}" ]; then
+    echo "gpu-container: no Docker Hub login: the secrets $secrets are not set for this workflow; pulls are anonymous (Docker Hub's anonymous rate limit applies)"
+    summary_line "No Docker Hub login: the secrets \`$secrets\` are not set for this workflow; images are pulled anonymously"
+    anonymous=1
+    return 0
+  fi
   echo "gpu-container: logging in to Docker Hub as $DOCKERHUB_USERNAME"
   # The token goes through stdin only: never on a command line or in a log.
   # shellcheck disable=SC2016  # expanded by that sh, from its environment
@@ -315,7 +331,56 @@ docker_login() {
     echo "gpu-container: Docker Hub login done"
   else
     echo "gpu-container: WARNING: Docker Hub login failed; pulling anonymously" >&2
+    summary_line "Docker Hub login as \`$DOCKERHUB_USERNAME\` failed; images are pulled anonymously"
+    anonymous=1
   fi
+}
+anonymous=0
+
+# The registries an image is tried from, in SGLang's order (amd_ci_start_container.sh): the
+# runner's image cache, the fleet's LAN registry (DSV4_LOCAL_REGISTRY; empty: none), then the
+# public registry with retries and back-off. A rate limit ends the pull at once (could-not-run,
+# naming it); none answering lists what each said.
+pull_image() {
+  local image=$1 lan=${DSV4_LOCAL_REGISTRY-10.245.143.50:5000} out tried=() attempts n wait_s
+  if docker image inspect "$image" >/dev/null 2>&1; then
+    echo "gpu-container: $image is in this runner's image cache"
+    return 0
+  fi
+  tried+=("runner cache: not there")
+  # Only images of Docker Hub (no registry host in the name) are mirrored on the LAN registry.
+  if [ -n "$lan" ] && [[ ${image%%/*} != *[.:]* || $image != */* ]]; then
+    if out=$(docker pull "$lan/$image" 2>&1); then
+      docker tag "$lan/$image" "$image" >/dev/null 2>&1
+      echo "gpu-container: pulled $image from the LAN registry $lan"
+      return 0
+    fi
+    tried+=("$lan/$image: $(tail -n 1 <<<"$out")")
+  fi
+  attempts=${DSV4_PULL_ATTEMPTS:-6} wait_s=${DSV4_PULL_BACKOFF_S:-30}
+  for ((n = 1; ; ++n)); do
+    if out=$(docker pull "$image" 2>&1); then
+      echo "gpu-container: pulled $image"
+      return 0
+    fi
+    if grep -qiE 'toomanyrequests|rate limit' <<<"$out"; then
+      local who="as ${DOCKERHUB_USERNAME:-}"
+      [ "$anonymous" = 1 ] && who="anonymously (no login: set the secrets ${DSV4_DOCKERHUB_SECRETS:-DOCKERHUB_USERNAME/DOCKERHUB_TOKEN})"
+      summary_line "Pulling \`$image\` hit Docker Hub's pull rate limit $who"
+      cannot "pulling $image hit Docker Hub's pull rate limit $who: $(grep -iE -m1 'toomanyrequests|rate limit' <<<"$out")"
+    fi
+    if [ "$n" -ge "$attempts" ]; then
+      tried+=("$image: $(tail -n 1 <<<"$out") ($attempts attempts)")
+      break
+    fi
+    echo "gpu-container: 'docker pull $image' failed (attempt $n of $attempts): $(tail -n 1 <<<"$out"); retrying in ${wait_s}s" >&2
+    sleep "$wait_s"
+    wait_s=$((wait_s * 2 > 300 ? 300 : wait_s * 2))
+  done
+  local t
+  echo "gpu-container: no registry gave $image; tried, in order:" >&2
+  for t in "${tried[@]}"; do echo "  - $t" >&2; done
+  return 1
 }
 
 start() {
@@ -362,9 +427,7 @@ start() {
            -e "PYTHONPATH=/opt/tilelang")
   fi
   docker_login
-  if ! docker image inspect "$image" >/dev/null 2>&1; then
-    with_backoff docker pull "$image" || cannot "cannot pull $image"
-  fi
+  pull_image "$image" || cannot "cannot pull $image from any registry (listed above)"
   local digest
   digest=$(docker image inspect --format '{{join .RepoDigests " "}}' "$image" 2>/dev/null)
   [ -n "$digest" ] || digest=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null)
@@ -431,7 +494,8 @@ case "$cmd" in
   resolve-image) [ $# -ge 1 ] || die "resolve-image needs PATTERN"; resolve_image "$@" ;;
   start) start "$@" ;;
   exec) exec_in "$@" ;;
+  login) docker_login ;;
   stop) stop "$@" ;;
-  -h|--help) sed -n '2,32p' "$0" ;;
-  *) die "unknown command '$cmd' (clear-vram, resolve-image, start, exec, stop)" ;;
+  -h|--help) sed -n '2,39p' "$0" ;;
+  *) die "unknown command '$cmd' (clear-vram, resolve-image, start, exec, stop, login)" ;;
 esac

@@ -12,7 +12,8 @@ setup() {
   touch "$DSV4_DEV_DIR/kfd" "$DSV4_DEV_DIR/dri/renderD128" "$DSV4_DEV_DIR/dri/renderD136"
   export GITHUB_WORKSPACE=$TMP/ws
   mkdir -p "$GITHUB_WORKSPACE"
-  unset DOCKERHUB_USERNAME DOCKERHUB_TOKEN GITHUB_STEP_SUMMARY
+  unset DOCKERHUB_USERNAME DOCKERHUB_TOKEN GITHUB_STEP_SUMMARY DSV4_DOCKERHUB_SECRETS
+  export DSV4_LOCAL_REGISTRY=""
   export GITHUB_REPOSITORY=o/r GITHUB_RUN_ID=9 GITHUB_JOB=kernels GITHUB_RUN_ATTEMPT=2
   # docker: the containers of $TMP/containers ("ID NAME IMAGE OWNER"; $TMP/inspect/ID its
   # inspect output); images listed in $TMP/images exist; pulls of them succeed.
@@ -29,8 +30,10 @@ case "$1 $2" in
     exit 0 ;;
   "manifest inspect") grep -qxF "$3" "$FAKE_IMAGES"; exit ;;
   pull*)
+    if [ -f "$FAKE_PULL_OUTPUT" ]; then cat "$FAKE_PULL_OUTPUT" >&2; exit 1; fi
     n=$(cat "$FAKE_PULL_FAILS" 2>/dev/null || echo 0)
-    if [ "$n" -gt 0 ]; then echo $((n - 1)) >"$FAKE_PULL_FAILS"; exit 1; fi
+    if [ "$n" -gt 0 ]; then echo $((n - 1)) >"$FAKE_PULL_FAILS"; echo "Error response from daemon: timeout" >&2; exit 1; fi
+    grep -qxF "$2" "$FAKE_REMOTE" 2>/dev/null || [ ! -f "$FAKE_REMOTE" ] || { echo "Error response from daemon: manifest unknown" >&2; exit 1; }
     echo "$2" >>"$FAKE_IMAGES" ;;
   login*) cat >"$FAKE_LOGIN_STDIN" ;;
 esac
@@ -38,6 +41,7 @@ exit 0
 EOS
   export FAKE_IMAGES=$TMP/images FAKE_PULL_FAILS=$TMP/pull-fails FAKE_LOGIN_STDIN=$TMP/login-stdin
   export FAKE_CONTAINERS=$TMP/containers FAKE_INSPECT=$TMP/inspect
+  export FAKE_PULL_OUTPUT=$TMP/pull-output FAKE_REMOTE=$TMP/remote
 }
 
 # container ID NAME IMAGE OWNER [gpu]: a container on the host's daemon, holding /dev/kfd with gpu.
@@ -252,6 +256,67 @@ EOS
   [ "$(grep -c '^docker pull' "$FAKE_LOG")" -eq 6 ]
   grep -q '^sleep 300$' "$FAKE_LOG"
   ! grep -q '^docker login' "$FAKE_LOG"
+}
+
+@test "start: without Docker Hub credentials the log and the step summary say the pull is anonymous" {
+  echo "--device=/dev/dri/renderD128" >"$DSV4_RENDER_DEVICES"
+  export GITHUB_STEP_SUMMARY=$TMP/summary.md DSV4_DOCKERHUB_SECRETS=DOCKERHUB_AMD_USERNAME/DOCKERHUB_AMD_TOKEN
+  run bash "$ROOT/ci/gpu-container.sh" start c1 rocm/sgl-dev:x
+  show
+  [ "$status" -eq 0 ]
+  [[ $output == *"no Docker Hub login: the secrets DOCKERHUB_AMD_USERNAME/DOCKERHUB_AMD_TOKEN are not set"* ]]
+  grep -q 'No Docker Hub login: the secrets `DOCKERHUB_AMD_USERNAME/DOCKERHUB_AMD_TOKEN`' "$GITHUB_STEP_SUMMARY"
+}
+
+@test "start: an anonymous pull that hits the rate limit is could-not-run at once, naming the limit" {
+  fake sleep <<'EOS'
+exit 0
+EOS
+  echo "--device=/dev/dri/renderD128" >"$DSV4_RENDER_DEVICES"
+  echo "Error response from daemon: toomanyrequests: You have reached your pull rate limit." >"$FAKE_PULL_OUTPUT"
+  export GITHUB_STEP_SUMMARY=$TMP/summary.md DSV4_DOCKERHUB_SECRETS=DOCKERHUB_AMD_USERNAME/DOCKERHUB_AMD_TOKEN
+  run bash "$ROOT/ci/gpu-container.sh" start c1 rocm/sgl-dev:x
+  show
+  [ "$status" -eq 3 ]
+  [ "$(grep -c '^docker pull' "$FAKE_LOG")" -eq 1 ]
+  [[ $output == *"hit Docker Hub's pull rate limit anonymously (no login: set the secrets DOCKERHUB_AMD_USERNAME/DOCKERHUB_AMD_TOKEN)"* ]]
+  [[ $output == *"toomanyrequests"* ]]
+  grep -q "rate limit" "$GITHUB_STEP_SUMMARY"
+  ! grep -q '^docker run' "$FAKE_LOG"
+}
+
+@test "start: registries in SGLang's order (runner cache, LAN registry, Docker Hub), all listed when none answers" {
+  fake sleep <<'EOS'
+exit 0
+EOS
+  echo "--device=/dev/dri/renderD128" >"$DSV4_RENDER_DEVICES"
+  export DSV4_LOCAL_REGISTRY=10.245.143.50:5000 DSV4_PULL_ATTEMPTS=2
+  echo "10.245.143.50:5000/rocm/sgl-dev:x" >"$FAKE_REMOTE"
+  run bash "$ROOT/ci/gpu-container.sh" start c1 rocm/sgl-dev:x
+  show
+  [ "$status" -eq 0 ]
+  [[ $output == *"pulled rocm/sgl-dev:x from the LAN registry 10.245.143.50:5000"* ]]
+  grep -q '^docker tag 10.245.143.50:5000/rocm/sgl-dev:x rocm/sgl-dev:x' "$FAKE_LOG"
+  ! grep -q '^docker pull rocm/sgl-dev:x' "$FAKE_LOG"
+  # None answers: the runner cache, the LAN registry and Docker Hub, in that order.
+  : >"$FAKE_LOG"
+  echo "nothing" >"$FAKE_REMOTE"
+  run bash "$ROOT/ci/gpu-container.sh" start c1 rocm/sgl-dev:y
+  show
+  [ "$status" -eq 3 ]
+  [ "$(grep '^docker pull' "$FAKE_LOG" | head -n 1)" = "docker pull 10.245.143.50:5000/rocm/sgl-dev:y" ]
+  [ "$(grep -c '^docker pull rocm/sgl-dev:y' "$FAKE_LOG")" -eq 2 ]
+  [[ $output == *"  - runner cache: not there"*"  - 10.245.143.50:5000/rocm/sgl-dev:y: Error response from daemon: manifest unknown"*"  - rocm/sgl-dev:y: Error response from daemon: manifest unknown (2 attempts)"* ]]
+}
+
+@test "resolve-image: an image without placeholders must exist" {
+  echo "rocm/pytorch:present" >"$FAKE_IMAGES"
+  run bash "$ROOT/ci/gpu-container.sh" resolve-image rocm/pytorch:present
+  [ "$status" -eq 0 ] && [ "$output" = rocm/pytorch:present ]
+  run bash "$ROOT/ci/gpu-container.sh" resolve-image rocm/pytorch:absent
+  show
+  [ "$status" -eq 3 ]
+  [[ $output == *"rocm/pytorch:absent does not exist"* ]]
 }
 
 # An SGLang checkout whose highest tag lives on a release branch, not reachable from main.
