@@ -1,5 +1,6 @@
-// Renders nightly.yml and weekly.yml (a tools job, one job per suite of that schedule, a report
-// job with the triage) and pr.yml from the templates in nightly/templates/.
+// Renders the reusable workflow (a preflight job, a tools job, one job per suite or group of
+// suites, a report job with the triage and the verdict), its callers, auto-retry.yml and pr.yml
+// from the templates in nightly/templates/.
 #include "render.hpp"
 
 #include <openssl/evp.h>
@@ -227,17 +228,14 @@ std::string render_reusable(const Registry& reg, const std::string& dir) {
   v["login_env"] = load_template(dir, "login-env.yml");
   std::string jobs = fill(load_template(dir, "job-preflight.yml"), v);
   jobs += fill(load_template(dir, "job-tools.yml"), v);
-  std::string needs = "      - preflight\n      - tools\n", nightly_jobs, weekly_jobs;
+  // The report's verdict reads each job's schedule from the registry (ci/nightly-verdict.py).
+  std::string needs = "      - preflight\n      - tools\n";
   for (const auto& group : jobs_of(reg)) {
     jobs += job_text(dir, reg, group);
     needs += "      - " + group.front()->job + "\n";
-    std::string& list = group.front()->schedule == Schedule::kWeekly ? weekly_jobs : nightly_jobs;
-    list += (list.empty() ? "" : " ") + group.front()->job;
   }
   needs.pop_back();
   v["needs"] = needs;
-  v["nightly_jobs"] = nightly_jobs;
-  v["weekly_jobs"] = weekly_jobs;
   std::string dormancy;
   for (const auto& w : reg.nightly.dormancy_workflows)
     dormancy += (dormancy.empty() ? "" : " ") + w;
