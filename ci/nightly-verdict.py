@@ -3,8 +3,9 @@
 retry plan the auto-retry workflow follows (only infrastructure failures are retried).
 
 usage: ci/nightly-verdict.py --registry nightly/suites.json --current DIR --plan FILE
-environment: NEEDS (toJSON(needs) of the report job), SCHEDULE (nightly or weekly),
-GITHUB_EVENT_NAME, GITHUB_RUN_ATTEMPT, GITHUB_STEP_SUMMARY (appended when set).
+environment: NEEDS (toJSON(needs) of the report job), SCHEDULE (nightly or weekly), SUITES (the
+suites input: all, or names separated by commas), GITHUB_EVENT_NAME, GITHUB_RUN_ATTEMPT,
+GITHUB_STEP_SUMMARY (appended when set).
 
 A GPU job's outputs say how far it got: `setup` (the container started, dependencies and SGLang
 installed) and `ready` (built and qualified: the suites could start). A failed job counts as an
@@ -24,12 +25,15 @@ import os
 import sys
 
 
-def jobs_of(registry, schedule):
-    """job -> its suites, for the suites of this schedule."""
+def jobs_of(registry, schedule, selected):
+    """job -> its suites, for the suites of this schedule that SELECTED (a set, or None: all)
+    names; a job of no selected suite keeps an empty list."""
     jobs = {}
     for s in registry.get("suites", []):
         if s.get("schedule", "nightly") == schedule:
-            jobs.setdefault(s.get("job", s["name"]), []).append(s["name"])
+            names = jobs.setdefault(s.get("job", s["name"]), [])
+            if selected is None or s["name"] in selected:
+                names.append(s["name"])
     return jobs
 
 
@@ -83,7 +87,8 @@ def main():
     except (KeyError, ValueError, OSError) as e:
         print(f"nightly-verdict: NEEDS or {a.registry} cannot be read: {e}", file=sys.stderr)
         return 2
-    jobs = jobs_of(registry, schedule)
+    wanted = os.environ.get("SUITES", "all")
+    jobs = jobs_of(registry, schedule, None if wanted == "all" else set(wanted.split(",")))
     exits = suite_exits(a.current)
     event = os.environ.get("GITHUB_EVENT_NAME", "")
     attempt = int(os.environ.get("GITHUB_RUN_ATTEMPT") or 1)

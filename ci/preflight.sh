@@ -90,6 +90,6 @@ case "$cmd" in
   suites) suites "$@" ;;
   pin) pin "$@" ;;
   sglang-ref) sglang_ref "$@" ;;
-  -h|--help) sed -n '2,19p' "$0" ;;
+  -h|--help) sed -n '2,17p' "$0" ;;
   *) die "unknown command '$cmd' (suites, pin, sglang-ref)" ;;
 esac

@@ -15,6 +15,7 @@ setup() {
 J
   mkdir -p "$TMP/current"
   export SCHEDULE=nightly GITHUB_EVENT_NAME=schedule GITHUB_RUN_ATTEMPT=1 GITHUB_STEP_SUMMARY=$TMP/summary.md
+  unset SUITES
 }
 
 teardown() { teardown_fakes; }
@@ -72,6 +73,16 @@ skipped='{"result": "skipped", "outputs": {}}'
   [ "$(jq -r .retry "$TMP/plan.json")" = false ]
   [[ $(jq -r '.failed["e2e-j"]' "$TMP/plan.json") == *"a gate or test failed: e2e-x"* ]]
   [[ $(jq -r .why_not "$TMP/plan.json") == *"would run those again"* ]]
+}
+
+@test "verdict: a dispatch of one suite of a job judges that suite alone" {
+  suite e2e-x 0
+  export GITHUB_EVENT_NAME=workflow_dispatch SUITES=e2e-x
+  export NEEDS="{\"tools\": $ok, \"kernels-a\": $skipped, \"e2e-j\": {\"result\": \"failure\", \"outputs\": {\"setup\": \"true\", \"ready\": \"true\"}}}"
+  verdict
+  show
+  [ "$status" -eq 1 ]
+  [[ $(jq -r '.failed["e2e-j"]' "$TMP/plan.json") == *"a step after its passing suites failed"* ]]
 }
 
 @test "verdict: a failed build or qualification is a failure, not infrastructure" {
