@@ -52,8 +52,11 @@ const labels = new Set(runnerLabels(opts.config));
 
 let files = opts.files;
 if (files.length === 0) {
-  const dir = ".github/workflows";
-  files = readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort().map((f) => join(dir, f));
+  // The workflows, and the callers shipped for other repositories (a subfolder GitHub never runs).
+  for (const dir of [".github/workflows", ".github/workflows/callers"]) {
+    if (!existsSync(dir)) continue;
+    files.push(...readdirSync(dir).filter((f) => /\.ya?ml$/.test(f)).sort().map((f) => join(dir, f)));
+  }
 }
 if (files.length === 0) fail("no workflow files to check", 3);
 

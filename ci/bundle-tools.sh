@@ -7,6 +7,8 @@
 # glibc 2.35, libstdc++ of GCC 12, GLIBCXX_3.4.30). A libstdc++ linked in statically would not do:
 # Debian 12's calls arc4random, which glibc 2.35 lacks.
 # usage: ci/bundle-tools.sh BUILD_DIR DIR [--max-glibc 2.N] [--max-glibcxx 3.4.N]
+# Exit codes: 0 bundled, 1 a ceiling is exceeded, 2 bad usage, 3 could not run (no patchelf, no
+# objdump with a ceiling given, a tool not built, symbols unreadable).
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: ci/bundle-tools.sh BUILD_DIR DIR [--max-glibc 2.N]" >&2; exit 2; }
 build=$1 dist=$2 max="" maxcxx=""
@@ -19,6 +21,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 command -v patchelf >/dev/null || { echo "bundle-tools: patchelf is missing (ci/deps.sh installs it)" >&2; exit 3; }
+# Without objdump the runtime ceilings cannot be checked: that is no pass.
+if [ -n "$max$maxcxx" ] && ! command -v objdump >/dev/null; then
+  echo "bundle-tools: objdump is missing (binutils): the glibc and GLIBCXX ceilings cannot be checked" >&2
+  exit 3
+fi
 root=$dist/dsv4-tools/build
 rm -rf "$dist/dsv4-tools" && mkdir -p "$root/lib"
 for t in e2e/dsv4-eval nightly/dsv4-nightly; do
@@ -47,13 +54,17 @@ newest() {
 status=0
 if [ -n "$max" ]; then
   need=$(newest 'GLIBC_2\.')
-  echo "bundle-tools: newest glibc symbol needed: GLIBC_2.${need:-none} (allowed: $max)"
-  [ -n "$need" ] && [ "$need" -gt "${max#2.}" ] && status=1
+  # Every dynamically linked executable needs some GLIBC_2.* symbol: none found is an unread file.
+  [ -n "$need" ] || { echo "bundle-tools: objdump -T found no GLIBC_2.* symbol in the bundle: it could not be read" >&2; exit 3; }
+  echo "bundle-tools: newest glibc symbol needed: GLIBC_2.$need (allowed: $max)"
+  [ "$need" -gt "${max#2.}" ] && status=1
 fi
 if [ -n "$maxcxx" ]; then
   need=$(newest 'GLIBCXX_3\.4\.')
-  echo "bundle-tools: newest libstdc++ symbol needed: GLIBCXX_3.4.${need:-none} (allowed: $maxcxx)"
-  [ -n "$need" ] && [ "$need" -gt "${maxcxx#3.4.}" ] && status=1
+  # The tools are C++ and use the image's libstdc++: none found is an unread file.
+  [ -n "$need" ] || { echo "bundle-tools: objdump -T found no GLIBCXX_3.4.* symbol in the bundle: it could not be read" >&2; exit 3; }
+  echo "bundle-tools: newest libstdc++ symbol needed: GLIBCXX_3.4.$need (allowed: $maxcxx)"
+  [ "$need" -gt "${maxcxx#3.4.}" ] && status=1
 fi
 if [ $status -ne 0 ]; then
   echo "bundle-tools: the bundle needs a newer C or C++ runtime than its images have; build it on an older base" >&2

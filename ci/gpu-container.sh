@@ -2,11 +2,14 @@
 # The container of a GPU job, as the AMD fleets run them: started by a step (no `container:` key)
 # with only this pod's GPUs, commands through `docker exec`, removed by an always() step.
 #
-#   ci/gpu-container.sh clear-vram [--vendor amd|nvidia]
-#       stop leftover GPU containers; when VRAM is held, kill the processes holding /dev/kfd or
-#       /dev/dri/* (nvidia: /dev/nvidia*) (SIGTERM, then SIGKILL) and check again, three times;
-#       fail with fuser/lsof, rocm-smi (nvidia-smi) and docker diagnostics when it stays held or
-#       when rocm-smi (nvidia-smi) is missing
+#   ci/gpu-container.sh clear-vram [--vendor amd|nvidia] [--name CONTAINER]
+#       stop and remove this job's containers (named CONTAINER, or labelled dsv4-ci.owner=
+#       REPOSITORY/RUN_ID/JOB by `start`: an earlier attempt's); list every other container holding
+#       a GPU and leave it running (the daemon may serve other runner pods); when VRAM is held,
+#       kill the processes outside containers holding /dev/kfd or /dev/dri/* (nvidia:
+#       /dev/nvidia*) (SIGTERM, then SIGKILL) and check again, three times; fail with fuser/lsof,
+#       rocm-smi (nvidia-smi) and docker diagnostics when it stays held or when rocm-smi
+#       (nvidia-smi) is missing
 #   ci/gpu-container.sh resolve-image PATTERN [SGLANG_CHECKOUT] [--days N] [--not-before YYYYMMDD]
 #       print the image: {sglang_tag} = SGLang's version tag (python/tools/get_version_tag.py
 #       --tag-only: the highest v*.*.* tag across branches) and the tag before it, {date} = the
@@ -15,9 +18,13 @@
 #   ci/gpu-container.sh start [--no-gpu | --vendor amd|nvidia] [--hf-cache HOST:MOUNT:HF_HOME] NAME IMAGE [docker run options]
 #       docker run --init with /dev/kfd and every device of /etc/podinfo/gha-render-devices (a
 #       missing or empty file refuses to start; nvidia: --gpus all), the workspace mounted at its own path, the HF
-#       cache (which must exist) with SGLang's MIOpen cache and tilelang path; the image pulled
-#       with retries and back-off, after a docker login when DOCKERHUB_USERNAME/DOCKERHUB_TOKEN
-#       are set; DSV4_IMAGE and DSV4_IMAGE_DIGEST set in the container for the reports
+#       cache (which must exist) with SGLang's MIOpen cache and tilelang path; the image taken from
+#       the runner's cache, else the LAN registry, else Docker Hub with retries and back-off (a
+#       rate limit is could-not-run at once, naming it), after a docker login when
+#       DOCKERHUB_USERNAME/DOCKERHUB_TOKEN are set (when not, the log and step summary say so);
+#       labelled dsv4-ci.owner for clear-vram; DSV4_IMAGE and DSV4_IMAGE_DIGEST set for the reports
+#   ci/gpu-container.sh login
+#       the Docker Hub login of `start` alone (for a job that only inspects manifests)
 #   ci/gpu-container.sh exec NAME [-w DIR] [-e VAR[=VALUE]]... -- COMMAND...
 #       docker exec in the workspace; GITHUB_* run identity passed on; the step summary the command
 #       writes is appended to the host's $GITHUB_STEP_SUMMARY
@@ -27,7 +34,9 @@
 #
 # Exit codes: 0 done, 2 bad usage, 3 could not run (VRAM held, no rocm-smi, no image, no devices).
 # Test hooks: DSV4_RENDER_DEVICES (the pod's device file), DSV4_DEV_DIR (/dev), DSV4_VRAM_WAIT_S
-# (seconds between checks, 30), DSV4_PULL_ATTEMPTS (6), DSV4_PULL_BACKOFF_S (first wait, 30).
+# (seconds between checks, 30), DSV4_PULL_ATTEMPTS (6), DSV4_PULL_BACKOFF_S (first wait, 30),
+# DSV4_PROC_DIR (/proc), DSV4_LOCAL_REGISTRY (SGLang's LAN registry 10.245.143.50:5000; empty:
+# none), DSV4_DOCKERHUB_SECRETS (the secret names, for messages).
 set -uo pipefail
 
 die() { echo "gpu-container: $*" >&2; exit 2; }
@@ -67,23 +76,60 @@ gpu_device_files() {
   done
 }
 
-# Stops and removes every container that holds a GPU device (left by cancelled or killed jobs).
-stop_gpu_containers() {
+# This job's identity on the host's docker daemon, which may serve several runner pods: the
+# repository, run and job (every attempt of this job in this run is this job's).
+job_owner() { echo "${GITHUB_REPOSITORY:-local}/${GITHUB_RUN_ID:-0}/${GITHUB_JOB:-local}"; }
+
+# "ID NAME IMAGE OWNER" of every container that holds a GPU device (PathOnHost /dev/kfd,
+# /dev/dri/*, /dev/nvidia*, or a gpu capability); OWNER is its dsv4-ci.owner label or "-".
+gpu_containers() {
   command -v docker >/dev/null 2>&1 || return 0
-  local ids
-  ids=$(docker ps -aq 2>/dev/null | while read -r id; do
-    docker inspect "$id" 2>/dev/null | grep -qE '"PathOnHost": *"/dev/(kfd|dri|nvidia)|"Capabilities": *\[ *\[ *"gpu"' && echo "$id"
-  done)
-  [ -n "$ids" ] || return 0
-  echo "gpu-container: removing leftover GPU containers: $(echo "$ids" | tr '\n' ' ')"
-  echo "$ids" | xargs -r docker stop --time 10 >/dev/null 2>&1
-  echo "$ids" | xargs -r docker rm -f >/dev/null 2>&1
+  local id name image owner
+  docker ps -a --format '{{.ID}} {{.Names}} {{.Image}} {{.Label "dsv4-ci.owner"}}' 2>/dev/null |
+    while read -r id name image owner; do
+      [ -n "$id" ] || continue
+      docker inspect "$id" 2>/dev/null |
+        grep -qE '"PathOnHost": *"/dev/(kfd|dri|nvidia)|"Capabilities": *\[ *\[ *"gpu"' || continue
+      echo "$id $name $image ${owner:--}"
+    done
+}
+
+# Stops and removes the GPU containers this job started (named CONTAINER, or labelled with this
+# job's owner by `start`: an earlier attempt's); lists the others holding GPUs and leaves them be.
+stop_own_containers() {
+  local container=$1 own id name image owner others=0
+  own=$(job_owner)
+  while read -r id name image owner; do
+    [ -n "$id" ] || continue
+    if [ "$name" = "$container" ] || [ "$owner" = "$own" ]; then
+      echo "gpu-container: removing this job's container $name ($id, $image)"
+      docker stop --time 10 "$id" >/dev/null 2>&1
+      docker rm -f "$id" >/dev/null 2>&1
+    else
+      others=$((others + 1))
+      echo "gpu-container: NOT touching $name ($id, $image, owner ${owner}): not started by this job ($own)"
+      summary_line "GPU container \`$name\` ($image, owner \`$owner\`) holds a GPU of this node; it is not this job's, so it was left running"
+    fi
+  done < <(gpu_containers)
+  [ "$others" -eq 0 ] || echo "gpu-container: $others GPU container(s) of other jobs left running"
+  return 0
+}
+
+# A line for the step summary (when the runner gives one).
+summary_line() {
+  [ -n "${GITHUB_STEP_SUMMARY:-}" ] && echo "- $*" >>"$GITHUB_STEP_SUMMARY"
+  return 0
+}
+
+# The docker container (its 64-hex id) a process runs in, from its cgroup; empty: none.
+container_of_pid() {
+  grep -oE '[0-9a-f]{64}' "${DSV4_PROC_DIR:-/proc}/$1/cgroup" 2>/dev/null | head -n 1
 }
 
 # Sends SIGNAL to every process holding /dev/kfd or a /dev/dri node (fuser and lsof), but this
 # script and its parents.
 kill_gpu_holders() {
-  local signal=$1 pids="" f p self=$$ parents=" "
+  local signal=$1 pids="" f p cid self=$$ parents=" "
   if ! command -v fuser >/dev/null 2>&1 && ! command -v lsof >/dev/null 2>&1; then
     echo "gpu-container: WARNING: neither fuser nor lsof is installed: device holders cannot be found"
     return 0
@@ -96,6 +142,12 @@ kill_gpu_holders() {
   done < <(gpu_device_files)
   for p in $(echo "$pids" | tr ' ' '\n' | grep -E '^[0-9]+$' | sort -un); do
     [[ $parents == *" $p "* || $p == "$self" ]] && continue
+    # This job's containers are gone by now: a process in a container is another job's.
+    cid=$(container_of_pid "$p")
+    if [ -n "$cid" ]; then
+      echo "gpu-container: NOT signalling $p: it runs in container ${cid:0:12}, which is not this job's"
+      continue
+    fi
     echo "gpu-container: SIG$signal to $p (holds a GPU device)"
     kill "-$signal" "$p" 2>/dev/null
   done
@@ -132,14 +184,21 @@ gpu_diagnostics() {
 
 clear_vram() {
   local limit_mib=${DSV4_VRAM_LIMIT_MIB:-1024} wait_s=${DSV4_VRAM_WAIT_S:-30} used attempt
+  local container=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --name) container=${2:-}; shift 2 ;;
+      *) die "clear-vram: unknown argument '$1' (--vendor amd|nvidia, --name CONTAINER)" ;;
+    esac
+  done
   if ! command -v "$smi" >/dev/null 2>&1; then
     cannot "$smi is not installed: VRAM cannot be checked, so the GPUs are not known to be free"
   fi
-  stop_gpu_containers
+  stop_own_containers "$container"
   for attempt in 0 1 2 3; do
     if [ "$attempt" -gt 0 ]; then
       echo "gpu-container: clearing, attempt $attempt of 3: SIGTERM, then SIGKILL, to the GPU device holders"
-      stop_gpu_containers
+      stop_own_containers "$container"
       kill_gpu_holders TERM
       sleep "$wait_s"
       kill_gpu_holders KILL
@@ -156,7 +215,8 @@ clear_vram() {
     fi
     [ "$attempt" -gt 0 ] && gpu_diagnostics
   done
-  cannot "VRAM is not clear after 3 attempts: this node needs attention before GPU jobs run (diagnostics above)"
+  summary_line "VRAM of this node's GPUs is still held after 3 attempts; other jobs' containers were left running (listed in the log)"
+  cannot "VRAM is not clear after 3 attempts: this node needs attention before GPU jobs run (diagnostics above; other jobs' containers were not touched)"
 }
 
 # SGLang's version tags of CHECKOUT ranked as python/tools/get_version_tag.py ranks them (v*.*.*,
@@ -213,6 +273,7 @@ resolve_image() {
   fi
   if [[ $pattern != *"{date}"* ]]; then
     image=${pattern//\{sglang_tag\}/${tags[0]}}
+    image_exists "$image" || cannot "resolve-image: $image does not exist (docker manifest inspect)"
     echo "$image"
     return 0
   fi
@@ -252,8 +313,17 @@ with_backoff() {
   done
 }
 
+# Logs in to Docker Hub when DOCKERHUB_USERNAME and DOCKERHUB_TOKEN are set (the workflow fills
+# them from the secrets DSV4_DOCKERHUB_SECRETS names); says so in the log and the step summary
+# when it does not, since anonymous pulls share Docker Hub's rate limit.
 docker_login() {
-  [ -n "${DOCKERHUB_USERNAME:-}" ] && [ -n "${DOCKERHUB_TOKEN:-}" ] || return 0
+  local secrets=${DSV4_DOCKERHUB_SECRETS:-DOCKERHUB_USERNAME/DOCKERHUB_TOKEN}
+  if [ -z "${DOCKERHUB_USERNAME:-}" ] || [ -z "${DOCKERHUB_TOKEN:-}" ]; then
+    echo "gpu-container: no Docker Hub login: the secrets $secrets are not set for this workflow; pulls are anonymous (Docker Hub's anonymous rate limit applies)"
+    summary_line "No Docker Hub login: the secrets \`$secrets\` are not set for this workflow; images are pulled anonymously"
+    anonymous=1
+    return 0
+  fi
   echo "gpu-container: logging in to Docker Hub as $DOCKERHUB_USERNAME"
   # The token goes through stdin only: never on a command line or in a log.
   # shellcheck disable=SC2016  # expanded by that sh, from its environment
@@ -261,7 +331,56 @@ docker_login() {
     echo "gpu-container: Docker Hub login done"
   else
     echo "gpu-container: WARNING: Docker Hub login failed; pulling anonymously" >&2
+    summary_line "Docker Hub login as \`$DOCKERHUB_USERNAME\` failed; images are pulled anonymously"
+    anonymous=1
   fi
+}
+anonymous=0
+
+# The registries an image is tried from, in SGLang's order (amd_ci_start_container.sh): the
+# runner's image cache, the fleet's LAN registry (DSV4_LOCAL_REGISTRY; empty: none), then the
+# public registry with retries and back-off. A rate limit ends the pull at once (could-not-run,
+# naming it); none answering lists what each said.
+pull_image() {
+  local image=$1 lan=${DSV4_LOCAL_REGISTRY-10.245.143.50:5000} out tried=() attempts n wait_s
+  if docker image inspect "$image" >/dev/null 2>&1; then
+    echo "gpu-container: $image is in this runner's image cache"
+    return 0
+  fi
+  tried+=("runner cache: not there")
+  # Only images of Docker Hub (no registry host in the name) are mirrored on the LAN registry.
+  if [ -n "$lan" ] && [[ ${image%%/*} != *[.:]* || $image != */* ]]; then
+    if out=$(docker pull "$lan/$image" 2>&1); then
+      docker tag "$lan/$image" "$image" >/dev/null 2>&1
+      echo "gpu-container: pulled $image from the LAN registry $lan"
+      return 0
+    fi
+    tried+=("$lan/$image: $(tail -n 1 <<<"$out")")
+  fi
+  attempts=${DSV4_PULL_ATTEMPTS:-6} wait_s=${DSV4_PULL_BACKOFF_S:-30}
+  for ((n = 1; ; ++n)); do
+    if out=$(docker pull "$image" 2>&1); then
+      echo "gpu-container: pulled $image"
+      return 0
+    fi
+    if grep -qiE 'toomanyrequests|rate limit' <<<"$out"; then
+      local who="as ${DOCKERHUB_USERNAME:-}"
+      [ "$anonymous" = 1 ] && who="anonymously (no login: set the secrets ${DSV4_DOCKERHUB_SECRETS:-DOCKERHUB_USERNAME/DOCKERHUB_TOKEN})"
+      summary_line "Pulling \`$image\` hit Docker Hub's pull rate limit $who"
+      cannot "pulling $image hit Docker Hub's pull rate limit $who: $(grep -iE -m1 'toomanyrequests|rate limit' <<<"$out")"
+    fi
+    if [ "$n" -ge "$attempts" ]; then
+      tried+=("$image: $(tail -n 1 <<<"$out") ($attempts attempts)")
+      break
+    fi
+    echo "gpu-container: 'docker pull $image' failed (attempt $n of $attempts): $(tail -n 1 <<<"$out"); retrying in ${wait_s}s" >&2
+    sleep "$wait_s"
+    wait_s=$((wait_s * 2 > 300 ? 300 : wait_s * 2))
+  done
+  local t
+  echo "gpu-container: no registry gave $image; tried, in order:" >&2
+  for t in "${tried[@]}"; do echo "  - $t" >&2; done
+  return 1
 }
 
 start() {
@@ -278,7 +397,9 @@ start() {
   done
   [ $# -ge 2 ] || die "start needs NAME IMAGE"
   name=$1 image=$2; shift 2
+  # The owner label is how a later clear-vram of this job (a re-run) knows the container is its own.
   local args=(run -dt --init --name "$name" --user root --ulimit nofile=65536:65536
+              --label "dsv4-ci.owner=$(job_owner)" --label "dsv4-ci.attempt=${GITHUB_RUN_ATTEMPT:-1}"
               -v "$workspace:$workspace" -w "$workspace")
   if [ "$gpu" = 1 ] && [ "$vendor" = nvidia ]; then
     args+=(--gpus all --cap-add=SYS_PTRACE)
@@ -306,9 +427,7 @@ start() {
            -e "PYTHONPATH=/opt/tilelang")
   fi
   docker_login
-  if ! docker image inspect "$image" >/dev/null 2>&1; then
-    with_backoff docker pull "$image" || cannot "cannot pull $image"
-  fi
+  pull_image "$image" || cannot "cannot pull $image from any registry (listed above)"
   local digest
   digest=$(docker image inspect --format '{{join .RepoDigests " "}}' "$image" 2>/dev/null)
   [ -n "$digest" ] || digest=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null)
@@ -371,11 +490,12 @@ if [ "${1:-}" = --vendor ]; then
   shift 2
 fi
 case "$cmd" in
-  clear-vram) clear_vram ;;
+  clear-vram) clear_vram "$@" ;;
   resolve-image) [ $# -ge 1 ] || die "resolve-image needs PATTERN"; resolve_image "$@" ;;
   start) start "$@" ;;
   exec) exec_in "$@" ;;
+  login) docker_login ;;
   stop) stop "$@" ;;
-  -h|--help) sed -n '2,32p' "$0" ;;
-  *) die "unknown command '$cmd' (clear-vram, resolve-image, start, exec, stop)" ;;
+  -h|--help) sed -n '2,39p' "$0" ;;
+  *) die "unknown command '$cmd' (clear-vram, resolve-image, start, exec, stop, login)" ;;
 esac

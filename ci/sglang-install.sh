@@ -3,7 +3,7 @@
 # (scripts/ci/amd/amd_ci_install_dependency.sh) installs one, or checks that the image already
 # holds SGLang built from the checkout's commit. Runs inside the container.
 #
-# usage: ci/sglang-install.sh SGLANG_DIR [--extras dev_hip] [--stage gfx950-rocm720] [--gpu-archs gfx950]
+# usage: ci/sglang-install.sh SGLANG_DIR [--extras OPTIONAL] [--stage STAGE] [--gpu-archs GFX]
 #        ci/sglang-install.sh SGLANG_DIR --image-from-commit
 #
 # Install: the old SGLang packages removed; the ROCm kernel package built from
@@ -13,6 +13,12 @@
 # (AITER_COMMIT_DEFAULT in docker/rocm.Dockerfile) against the amd-aiter the image has, and
 # AITER rebuilt at that commit when they differ (a dev or +g build of the image is kept, as
 # SGLang's installer keeps it).
+# The stage and the extras come from the image, as SGLang's installer reads them: its GPU_ARCH
+# (gfx942 or gfx950, with -rocm720 or -rocm724) names the Dockerfile stage; an image without it
+# is inferred (-rocm724 where PIP_CONSTRAINT or HSA_ENABLE_IPC_MODE_LEGACY=1 is set, -rocm720
+# where torch's HIP is 7.2, else none) with the GPU of --gpu-archs, else of rocminfo. EXTRAS are
+# SGLang's dev_hip,tracing (dev_hip_rocm724 on a rocm724 image) plus --extras; --stage overrides
+# the stage.
 # --image-from-commit: nothing installed; the image's sglang must carry the checkout's commit
 # (+g<hash> in its version, or the release tag at HEAD).
 # Exit codes: 0 done, 2 bad usage, 3 could not install or the image is from another commit.
@@ -25,10 +31,10 @@ say() { echo "sglang-install: $*"; }
 
 [ $# -ge 1 ] || die "usage: ci/sglang-install.sh SGLANG_DIR [--extras E] [--stage S] [--gpu-archs A] | --image-from-commit"
 dir=$1; shift
-extras=dev_hip stage=gfx950-rocm720 archs=gfx950 verify=0
+optional="" stage="" archs="" verify=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --extras) extras=${2:-}; shift 2 ;;
+    --extras) optional=${2:-}; shift 2 ;;
     --stage) stage=${2:-}; shift 2 ;;
     --gpu-archs) archs=${2:-}; shift 2 ;;
     --image-from-commit) verify=1; shift ;;
@@ -51,6 +57,11 @@ if [ "$verify" = 1 ]; then
       cannot "the image's sglang $version was built from $hash, the checkout is at $commit: use an image built from this commit, or install the checkout"
   else
     tag=$(git -C "$dir" describe --tags --exact-match HEAD 2>/dev/null)
+    # A shallow checkout has no tags: ask the remote whether v$version names this commit.
+    if [ -z "$tag" ] && git -C "$dir" ls-remote --tags origin 2>/dev/null |
+      grep -qE "^${commit}[[:space:]]+refs/tags/v${version//./\\.}(\\^\\{\\})?$"; then
+      tag=v$version
+    fi
     [ "$tag" = "v$version" ] ||
       cannot "the image's sglang $version names no commit and the checkout's HEAD ($commit) is not v$version"
   fi
@@ -67,6 +78,30 @@ retry() {
   done
   return 1
 }
+
+# 0. The image's GPU architecture and Dockerfile stage (SGLang: printenv GPU_ARCH in the image).
+if [[ ${GPU_ARCH:-} =~ ^(gfx942|gfx950)(-rocm720|-rocm724)?$ ]]; then
+  gfx=${BASH_REMATCH[1]} suffix=${BASH_REMATCH[2]}
+  say "the image's GPU_ARCH is $GPU_ARCH"
+else
+  hip=$(python3 -c 'import torch; print(torch.version.hip or "")' 2>/dev/null)
+  if [ -n "${PIP_CONSTRAINT:-}" ] || [ "${HSA_ENABLE_IPC_MODE_LEGACY:-}" = 1 ]; then
+    suffix=-rocm724
+  elif [[ $hip == 7.2* ]]; then
+    suffix=-rocm720
+  else
+    suffix=""
+  fi
+  gfx=$archs
+  [ -n "$gfx" ] || gfx=$(rocminfo 2>/dev/null | grep -o -m1 'gfx9[0-9a-f]*')
+  [ -n "$gfx" ] || cannot "the image has no GPU_ARCH, and neither --gpu-archs nor rocminfo names the GPU"
+  say "the image has no GPU_ARCH stamp (got '${GPU_ARCH:-}'); inferred $gfx$suffix (HIP ${hip:-unknown})"
+fi
+[ -n "$stage" ] || stage=$gfx$suffix
+archs=$gfx
+extras=dev_hip,tracing${optional:+,$optional}
+[ "$suffix" = -rocm724 ] && extras=${extras/dev_hip/dev_hip_rocm724}
+say "Dockerfile stage $stage, GPU_ARCHS $archs, extras [$extras]"
 
 # 1. The old packages out, the ROCm kernel package built from the checkout.
 for p in sgl-kernel sglang-kernel sglang; do pip uninstall -y "$p" >/dev/null 2>&1; done

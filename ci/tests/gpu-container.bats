@@ -12,12 +12,17 @@ setup() {
   touch "$DSV4_DEV_DIR/kfd" "$DSV4_DEV_DIR/dri/renderD128" "$DSV4_DEV_DIR/dri/renderD136"
   export GITHUB_WORKSPACE=$TMP/ws
   mkdir -p "$GITHUB_WORKSPACE"
-  unset DOCKERHUB_USERNAME DOCKERHUB_TOKEN
-  # docker: no containers; images listed in $TMP/images exist; pulls of them succeed.
-  touch "$TMP/images"
+  unset DOCKERHUB_USERNAME DOCKERHUB_TOKEN GITHUB_STEP_SUMMARY DSV4_DOCKERHUB_SECRETS
+  export DSV4_LOCAL_REGISTRY=""
+  export GITHUB_REPOSITORY=o/r GITHUB_RUN_ID=9 GITHUB_JOB=kernels GITHUB_RUN_ATTEMPT=2
+  # docker: the containers of $TMP/containers ("ID NAME IMAGE OWNER"; $TMP/inspect/ID its
+  # inspect output); images listed in $TMP/images exist; pulls of them succeed.
+  touch "$TMP/images" "$TMP/containers"
+  mkdir -p "$TMP/inspect"
   fake docker <<'EOS'
 case "$1 $2" in
-  "ps -aq") exit 0 ;;
+  "ps -a") cat "$FAKE_CONTAINERS"; exit 0 ;;
+  inspect*) cat "$FAKE_INSPECT/$2" 2>/dev/null; exit ;;
   "image inspect")
     img=${!#}
     grep -qxF "$img" "$FAKE_IMAGES" || exit 1
@@ -25,14 +30,28 @@ case "$1 $2" in
     exit 0 ;;
   "manifest inspect") grep -qxF "$3" "$FAKE_IMAGES"; exit ;;
   pull*)
+    if [ -f "$FAKE_PULL_OUTPUT" ]; then cat "$FAKE_PULL_OUTPUT" >&2; exit 1; fi
     n=$(cat "$FAKE_PULL_FAILS" 2>/dev/null || echo 0)
-    if [ "$n" -gt 0 ]; then echo $((n - 1)) >"$FAKE_PULL_FAILS"; exit 1; fi
+    if [ "$n" -gt 0 ]; then echo $((n - 1)) >"$FAKE_PULL_FAILS"; echo "Error response from daemon: timeout" >&2; exit 1; fi
+    grep -qxF "$2" "$FAKE_REMOTE" 2>/dev/null || [ ! -f "$FAKE_REMOTE" ] || { echo "Error response from daemon: manifest unknown" >&2; exit 1; }
     echo "$2" >>"$FAKE_IMAGES" ;;
   login*) cat >"$FAKE_LOGIN_STDIN" ;;
 esac
 exit 0
 EOS
   export FAKE_IMAGES=$TMP/images FAKE_PULL_FAILS=$TMP/pull-fails FAKE_LOGIN_STDIN=$TMP/login-stdin
+  export FAKE_CONTAINERS=$TMP/containers FAKE_INSPECT=$TMP/inspect
+  export FAKE_PULL_OUTPUT=$TMP/pull-output FAKE_REMOTE=$TMP/remote
+}
+
+# container ID NAME IMAGE OWNER [gpu]: a container on the host's daemon, holding /dev/kfd with gpu.
+container() {
+  echo "$1 $2 $3 $4" >>"$FAKE_CONTAINERS"
+  if [ "${5:-}" = gpu ]; then
+    echo '[{"HostConfig": {"Devices": [{"PathOnHost": "/dev/kfd", "PathInContainer": "/dev/kfd"}]}}]' >"$FAKE_INSPECT/$1"
+  else
+    echo '[{"HostConfig": {"Devices": []}}]' >"$FAKE_INSPECT/$1"
+  fi
 }
 
 teardown() {
@@ -113,6 +132,50 @@ EOS
   [[ $output == *"not clear after 3 attempts"* ]]
 }
 
+@test "clear-vram: only this job's containers are removed; a neighbour's GPU container is listed and survives" {
+  fake_rocm_smi
+  echo 10 >"$FAKE_VRAM"
+  container aaa111 dsv4-kernels-9-1 rocm/pytorch:x o/r/9/kernels gpu   # this job, attempt 1
+  container ddd444 dsv4-kernels-9-2 rocm/pytorch:x - gpu               # this job, by name
+  container bbb222 neighbour-job rocm/sgl-dev:y other/repo/5/e2e gpu   # another pod's job
+  container eee555 ci_sglang rocm/sgl-dev:z - gpu                      # SGLang's own job
+  container ccc333 web nginx - none                                    # no GPU
+  export GITHUB_STEP_SUMMARY=$TMP/summary.md
+  run bash "$ROOT/ci/gpu-container.sh" clear-vram --vendor amd --name dsv4-kernels-9-2
+  show
+  [ "$status" -eq 0 ]
+  grep -q '^docker stop --time 10 aaa111' "$FAKE_LOG"
+  grep -q '^docker rm -f aaa111' "$FAKE_LOG"
+  grep -q '^docker rm -f ddd444' "$FAKE_LOG"
+  for id in bbb222 eee555 ccc333; do
+    ! grep -qE "^docker (stop|rm|kill).*$id" "$FAKE_LOG" || { echo "$id was touched"; false; }
+  done
+  [[ $output == *"NOT touching neighbour-job (bbb222, rocm/sgl-dev:y, owner other/repo/5/e2e)"* ]]
+  [[ $output == *"NOT touching ci_sglang"* ]]
+  [[ $output != *"web"* ]]
+  grep -q 'neighbour-job' "$GITHUB_STEP_SUMMARY"
+}
+
+@test "clear-vram: VRAM held by a neighbour's container fails closed without signalling its processes" {
+  fake_rocm_smi
+  echo 8192 >"$FAKE_VRAM"
+  container bbb222 neighbour-job rocm/sgl-dev:y other/repo/5/e2e gpu
+  fake fuser <<'EOS'
+case "$*" in *"/kfd") echo " 4242" ;; esac
+exit 0
+EOS
+  export DSV4_PROC_DIR=$TMP/proc
+  mkdir -p "$DSV4_PROC_DIR/4242"
+  echo "0::/system.slice/docker-$(printf 'b%.0s' {1..64}).scope" >"$DSV4_PROC_DIR/4242/cgroup"
+  run bash "$ROOT/ci/gpu-container.sh" clear-vram --name dsv4-kernels-9-2
+  show
+  [ "$status" -eq 3 ]
+  [[ $output == *"NOT signalling 4242"* ]]
+  [[ $output != *"SIGTERM to 4242"* ]] && [[ $output != *"SIGKILL to 4242"* ]]
+  ! grep -qE '^docker (stop|rm).*bbb222' "$FAKE_LOG"
+  [[ $output == *"not clear after 3 attempts"* ]]
+}
+
 @test "clear-vram: an answer of rocm-smi that cannot be read is not clear" {
   fake_rocm_smi
   echo garbage >"$FAKE_VRAM"
@@ -145,7 +208,8 @@ EOS
   for want in --device=/dev/kfd --device=/dev/dri/renderD128 --device=/dev/dri/renderD136 \
       --device=/dev/dri/card1 "-v $TMP/cache:/sgl-data" "HF_HOME=/sgl-data/hf-cache" \
       "MIOPEN_USER_DB_PATH=/sgl-data/miopen-cache" "MIOPEN_CUSTOM_CACHE_DIR=/sgl-data/miopen-cache" \
-      "PYTHONPATH=/opt/tilelang" "--shm-size 32g" "DSV4_IMAGE=img" "DSV4_IMAGE_DIGEST=img@sha256:0123abcd"; do
+      "PYTHONPATH=/opt/tilelang" "--shm-size 32g" "DSV4_IMAGE=img" "DSV4_IMAGE_DIGEST=img@sha256:0123abcd" \
+      "--label dsv4-ci.owner=o/r/9/kernels" "--label dsv4-ci.attempt=2"; do
     [[ $line == *"$want"* ]] || { echo "missing '$want' in: $line"; false; }
   done
   [[ $line != *"--ipc"* ]]
@@ -192,6 +256,67 @@ EOS
   [ "$(grep -c '^docker pull' "$FAKE_LOG")" -eq 6 ]
   grep -q '^sleep 300$' "$FAKE_LOG"
   ! grep -q '^docker login' "$FAKE_LOG"
+}
+
+@test "start: without Docker Hub credentials the log and the step summary say the pull is anonymous" {
+  echo "--device=/dev/dri/renderD128" >"$DSV4_RENDER_DEVICES"
+  export GITHUB_STEP_SUMMARY=$TMP/summary.md DSV4_DOCKERHUB_SECRETS=DOCKERHUB_AMD_USERNAME/DOCKERHUB_AMD_TOKEN
+  run bash "$ROOT/ci/gpu-container.sh" start c1 rocm/sgl-dev:x
+  show
+  [ "$status" -eq 0 ]
+  [[ $output == *"no Docker Hub login: the secrets DOCKERHUB_AMD_USERNAME/DOCKERHUB_AMD_TOKEN are not set"* ]]
+  grep -q 'No Docker Hub login: the secrets `DOCKERHUB_AMD_USERNAME/DOCKERHUB_AMD_TOKEN`' "$GITHUB_STEP_SUMMARY"
+}
+
+@test "start: an anonymous pull that hits the rate limit is could-not-run at once, naming the limit" {
+  fake sleep <<'EOS'
+exit 0
+EOS
+  echo "--device=/dev/dri/renderD128" >"$DSV4_RENDER_DEVICES"
+  echo "Error response from daemon: toomanyrequests: You have reached your pull rate limit." >"$FAKE_PULL_OUTPUT"
+  export GITHUB_STEP_SUMMARY=$TMP/summary.md DSV4_DOCKERHUB_SECRETS=DOCKERHUB_AMD_USERNAME/DOCKERHUB_AMD_TOKEN
+  run bash "$ROOT/ci/gpu-container.sh" start c1 rocm/sgl-dev:x
+  show
+  [ "$status" -eq 3 ]
+  [ "$(grep -c '^docker pull' "$FAKE_LOG")" -eq 1 ]
+  [[ $output == *"hit Docker Hub's pull rate limit anonymously (no login: set the secrets DOCKERHUB_AMD_USERNAME/DOCKERHUB_AMD_TOKEN)"* ]]
+  [[ $output == *"toomanyrequests"* ]]
+  grep -q "rate limit" "$GITHUB_STEP_SUMMARY"
+  ! grep -q '^docker run' "$FAKE_LOG"
+}
+
+@test "start: registries in SGLang's order (runner cache, LAN registry, Docker Hub), all listed when none answers" {
+  fake sleep <<'EOS'
+exit 0
+EOS
+  echo "--device=/dev/dri/renderD128" >"$DSV4_RENDER_DEVICES"
+  export DSV4_LOCAL_REGISTRY=10.245.143.50:5000 DSV4_PULL_ATTEMPTS=2
+  echo "10.245.143.50:5000/rocm/sgl-dev:x" >"$FAKE_REMOTE"
+  run bash "$ROOT/ci/gpu-container.sh" start c1 rocm/sgl-dev:x
+  show
+  [ "$status" -eq 0 ]
+  [[ $output == *"pulled rocm/sgl-dev:x from the LAN registry 10.245.143.50:5000"* ]]
+  grep -q '^docker tag 10.245.143.50:5000/rocm/sgl-dev:x rocm/sgl-dev:x' "$FAKE_LOG"
+  ! grep -q '^docker pull rocm/sgl-dev:x' "$FAKE_LOG"
+  # None answers: the runner cache, the LAN registry and Docker Hub, in that order.
+  : >"$FAKE_LOG"
+  echo "nothing" >"$FAKE_REMOTE"
+  run bash "$ROOT/ci/gpu-container.sh" start c1 rocm/sgl-dev:y
+  show
+  [ "$status" -eq 3 ]
+  [ "$(grep '^docker pull' "$FAKE_LOG" | head -n 1)" = "docker pull 10.245.143.50:5000/rocm/sgl-dev:y" ]
+  [ "$(grep -c '^docker pull rocm/sgl-dev:y' "$FAKE_LOG")" -eq 2 ]
+  [[ $output == *"  - runner cache: not there"*"  - 10.245.143.50:5000/rocm/sgl-dev:y: Error response from daemon: manifest unknown"*"  - rocm/sgl-dev:y: Error response from daemon: manifest unknown (2 attempts)"* ]]
+}
+
+@test "resolve-image: an image without placeholders must exist" {
+  echo "rocm/pytorch:present" >"$FAKE_IMAGES"
+  run bash "$ROOT/ci/gpu-container.sh" resolve-image rocm/pytorch:present
+  [ "$status" -eq 0 ] && [ "$output" = rocm/pytorch:present ]
+  run bash "$ROOT/ci/gpu-container.sh" resolve-image rocm/pytorch:absent
+  show
+  [ "$status" -eq 3 ]
+  [[ $output == *"rocm/pytorch:absent does not exist"* ]]
 }
 
 # An SGLang checkout whose highest tag lives on a release branch, not reachable from main.

@@ -33,3 +33,13 @@ show() {
   echo "--- calls ---"
   cat "$FAKE_LOG"
 }
+
+# only_tools NAME...: ONLY_PATH holds the fakes and links to these real tools alone, for a script
+# run as `run env PATH="$ONLY_PATH" bash SCRIPT ...`: a tool left out (objdump, gh) is missing
+# there whatever the machine has installed.
+only_tools() {
+  local t
+  mkdir -p "$TMP/tools"
+  for t in "$@"; do ln -sf "$(command -v "$t")" "$TMP/tools/$t"; done
+  ONLY_PATH=$BIN:$TMP/tools
+}

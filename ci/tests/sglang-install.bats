@@ -18,6 +18,10 @@ ENV AITER_COMMIT_DEFAULT="v0.1.4"
 FROM $BASE_IMAGE_950_ROCM720 AS gfx950-rocm720
 ARG X=1
 ENV AITER_COMMIT_DEFAULT="v0.1.9"
+FROM $BASE_IMAGE_942_ROCM720 AS gfx942-rocm720
+ENV AITER_COMMIT_DEFAULT="v0.1.9"
+FROM $BASE_IMAGE_950_ROCM724 AS gfx950-rocm724
+ENV AITER_COMMIT_DEFAULT="v0.1.9"
 EOS
   git -C "$SG" init -q -b main
   git -C "$SG" add -A
@@ -31,6 +35,9 @@ EOS
   git -C "$DSV4_AITER_REPO" -c user.name=t -c user.email=t@t commit -qm aiter
   git -C "$DSV4_AITER_REPO" tag v0.1.9
   export FAKE_AITER_VERSION=0.1.5 FAKE_SGLANG_VERSION=0.5.11
+  # SGLang's ROCm 7.2 MI35x images are stamped so (docker/rocm.Dockerfile's ENV GPU_ARCH).
+  export GPU_ARCH=gfx950-rocm720
+  unset PIP_CONSTRAINT HSA_ENABLE_IPC_MODE_LEGACY FAKE_HIP
   fake pip <<'EOS'
 if [ "$1" = show ]; then
   case "$2" in
@@ -41,6 +48,7 @@ fi
 exit 0
 EOS
   fake python3 <<'EOS'
+if [ "$1" = -c ]; then echo "${FAKE_HIP:-}"; exit 0; fi
 echo "  in $PWD with GPU_ARCHS=${GPU_ARCHS:-} pyproject=$(cat pyproject.toml 2>/dev/null)" >>"$FAKE_LOG"
 EOS
 }
@@ -56,7 +64,7 @@ teardown() { teardown_fakes; }
   grep -n . "$FAKE_LOG" >"$TMP/numbered"
   n_uninstall=$(grep -m1 'pip uninstall -y sglang$' "$TMP/numbered" | cut -d: -f1)
   n_kernel=$(grep -m1 'python3 setup_rocm.py install' "$TMP/numbered" | cut -d: -f1)
-  n_install=$(grep -m1 'pip install -e python\[dev_hip\]' "$TMP/numbered" | cut -d: -f1)
+  n_install=$(grep -m1 'pip install -e python\[dev_hip,tracing\]' "$TMP/numbered" | cut -d: -f1)
   n_aiter=$(grep -m1 'python3 setup.py develop' "$TMP/numbered" | cut -d: -f1)
   [ "$n_uninstall" -lt "$n_kernel" ] && [ "$n_kernel" -lt "$n_install" ] && [ "$n_install" -lt "$n_aiter" ]
   grep -q "in $SG/python/sglang/kernels/aot with GPU_ARCHS= pyproject=kernels" "$FAKE_LOG"
@@ -65,6 +73,41 @@ teardown() { teardown_fakes; }
   grep -q "in $TMP/aiter with GPU_ARCHS=gfx950" "$FAKE_LOG"
   grep -q '^pip install -r requirements.txt' "$FAKE_LOG"
   [ "$(git -C "$TMP/aiter" rev-parse HEAD)" = "$(git -C "$DSV4_AITER_REPO" rev-parse v0.1.9)" ]
+}
+
+@test "install: the stage, GPU arch and extras come from the image's GPU_ARCH (rocm724: dev_hip_rocm724)" {
+  GPU_ARCH=gfx950-rocm724 run bash "$ROOT/ci/sglang-install.sh" "$SG" --extras test
+  show
+  [ "$status" -eq 0 ]
+  [[ $output == *"Dockerfile stage gfx950-rocm724, GPU_ARCHS gfx950, extras [dev_hip_rocm724,tracing,test]"* ]]
+  grep -q 'pip install -e python\[dev_hip_rocm724,tracing,test\]' "$FAKE_LOG"
+  [[ $output == *"the Dockerfile's gfx950-rocm724 stage pins v0.1.9"* ]]
+}
+
+@test "install: an image without GPU_ARCH is inferred from torch's HIP and the GPU rocminfo names" {
+  fake rocminfo <<'EOS'
+echo "  Name:                    gfx942"
+EOS
+  GPU_ARCH="" FAKE_HIP=7.2.53211 run bash "$ROOT/ci/sglang-install.sh" "$SG"
+  show
+  [ "$status" -eq 0 ]
+  [[ $output == *"inferred gfx942-rocm720 (HIP 7.2.53211)"* ]]
+  grep -q "in $TMP/aiter with GPU_ARCHS=gfx942" "$FAKE_LOG"
+  # HSA_ENABLE_IPC_MODE_LEGACY marks a rocm724 image; --gpu-archs names the GPU before rocminfo.
+  git -C "$SG" checkout -q -- . && rm -rf "$TMP/aiter"
+  : >"$FAKE_LOG"
+  GPU_ARCH="" HSA_ENABLE_IPC_MODE_LEGACY=1 run bash "$ROOT/ci/sglang-install.sh" "$SG" --gpu-archs gfx950
+  show
+  [ "$status" -eq 0 ]
+  [[ $output == *"inferred gfx950-rocm724"* ]]
+  grep -q 'pip install -e python\[dev_hip_rocm724,tracing\]' "$FAKE_LOG"
+  # Nothing names the GPU: could-not-run, nothing installed.
+  rm "$BIN/rocminfo"
+  : >"$FAKE_LOG"
+  PATH="$BIN:/usr/bin:/bin" GPU_ARCH="" run bash "$ROOT/ci/sglang-install.sh" "$SG"
+  [ "$status" -eq 3 ]
+  [[ $output == *"neither --gpu-archs nor rocminfo names the GPU"* ]]
+  ! grep -q '^pip install' "$FAKE_LOG"
 }
 
 @test "install: an image whose AITER matches the pin is not rebuilt; a dev build is kept" {
@@ -105,4 +148,17 @@ teardown() { teardown_fakes; }
   git -C "$SG" tag v0.5.11
   FAKE_SGLANG_VERSION="0.5.11" run bash "$ROOT/ci/sglang-install.sh" "$SG" --image-from-commit
   [ "$status" -eq 0 ]
+}
+
+@test "--image-from-commit: a shallow checkout without tags asks its remote for the release tag" {
+  git clone -q --bare "$SG" "$TMP/origin.git"
+  git -C "$TMP/origin.git" tag -a v0.5.11 -m release "$HEAD_SHA"
+  git clone -q --depth 1 "file://$TMP/origin.git" "$TMP/shallow"
+  git -C "$TMP/shallow" tag -d v0.5.11 >/dev/null 2>&1 || true
+  [ -z "$(git -C "$TMP/shallow" tag)" ]
+  FAKE_SGLANG_VERSION="0.5.11" run bash "$ROOT/ci/sglang-install.sh" "$TMP/shallow" --image-from-commit
+  show
+  [ "$status" -eq 0 ]
+  FAKE_SGLANG_VERSION="0.5.12" run bash "$ROOT/ci/sglang-install.sh" "$TMP/shallow" --image-from-commit
+  [ "$status" -eq 3 ]
 }

@@ -166,6 +166,7 @@ int cmd_render(int argc, char** argv) {
   const std::string dir = str(*r, "out");
   fs::create_directories(dir);
   for (const auto& f : render_all(reg, str(*r, "templates"))) {
+    fs::create_directories(fs::path(dir + "/" + f.name).parent_path());
     write_text(dir + "/" + f.name, f.text);
     std::cout << "wrote " << dir << "/" << f.name << "\n";
   }

@@ -432,7 +432,7 @@ void parse_nightly(const Reader& r, const json& n, NightlyWorkflow& w) {
   r.keys(n, "nightly",
          {"name", "cron", "weekly_cron", "repository", "artifact_dir", "retention_days",
           "triage_runs", "report_runs_on", "reusable", "dormancy_workflows", "runners", "tools",
-          "hf_cache", "sglang"},
+          "hf_cache", "sglang", "caller_ref", "dockerhub"},
          {"cron", "weekly_cron", "repository", "runners", "tools", "hf_cache", "sglang"});
   w.name = r.str(n, "nightly", "name", false, "nightly");
   static const std::regex cron_re(R"(^\S+( \S+){4}$)");
@@ -453,6 +453,17 @@ void parse_nightly(const Reader& r, const json& n, NightlyWorkflow& w) {
                                 "ubuntu-latest");
   w.reusable = r.matching(n, "nightly", "reusable", false, name_re(), "a workflow file name",
                           "nightly-suites");
+  w.caller_ref = r.matching(n, "nightly", "caller_ref", false, word_re(), "a git ref", "main");
+  if (n.contains("dockerhub")) {
+    const json& d = n.at("dockerhub");
+    r.keys(d, "nightly.dockerhub", {"username_secret", "token_secret"},
+           {"username_secret", "token_secret"});
+    static const std::regex secret_re("^[A-Za-z_][A-Za-z0-9_]*$");
+    w.dockerhub_username_secret =
+        r.matching(d, "nightly.dockerhub", "username_secret", true, secret_re, "a secret name");
+    w.dockerhub_token_secret =
+        r.matching(d, "nightly.dockerhub", "token_secret", true, secret_re, "a secret name");
+  }
   w.dormancy_workflows = r.strings(n, "nightly", "dormancy_workflows", false, false);
   for (size_t i = 0; i < w.dormancy_workflows.size(); ++i)
     if (!std::regex_match(w.dormancy_workflows[i], name_re()))

@@ -145,6 +145,11 @@ struct NightlyWorkflow {
   int triage_runs = 3;  // earlier scheduled runs the report compares with
   std::string report_runs_on = "ubuntu-latest";
   std::string reusable = "nightly-suites";  // the reusable workflow's file name (without .yml)
+  // The ref the shipped external callers pin, in `uses: ...@REF` and `dsv4_ref` alike.
+  std::string caller_ref = "main";
+  // The secrets the Docker Hub login reads (defaults of the reusable workflow's inputs; SGLang's).
+  std::string dockerhub_username_secret = "DOCKERHUB_AMD_USERNAME";
+  std::string dockerhub_token_secret = "DOCKERHUB_AMD_TOKEN";
   // Workflows whose runs the report reads for dormant tests (skipped in every run of each).
   std::vector<std::string> dormancy_workflows;
   std::vector<RunnerClass> runners;

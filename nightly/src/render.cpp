@@ -1,7 +1,12 @@
-// Renders nightly.yml and weekly.yml (a tools job, one job per suite of that schedule, a report
-// job with the triage) and pr.yml from the templates in nightly/templates/.
+// Renders the reusable workflow (a preflight job, a tools job, one job per suite or group of
+// suites, a report job with the triage and the verdict), its callers, auto-retry.yml and pr.yml
+// from the templates in nightly/templates/.
 #include "render.hpp"
 
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <set>
@@ -20,7 +25,7 @@ std::string workflow_name(const Registry& reg, Schedule s) {
 }
 
 std::string load_template(const std::string& dir, const std::string& name) {
-  const std::string path = dir + "/" + name;
+  const std::string path = name.empty() ? dir : dir + "/" + name;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("workflow template '" + path + "' cannot be read");
   std::ostringstream buf;
@@ -35,16 +40,50 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
+// The SHA-256 of the registry file and the templates (by file name), as ci/preflight.sh pin
+// computes it from a checkout: the reusable workflow carries it, so a run whose `uses: ...@REF`
+// and `dsv4_ref` name different revisions stops before any GPU job.
+std::string fingerprint(const Registry& reg, const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".yml") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  std::string bytes;
+  std::ifstream in(reg.file, std::ios::binary);
+  if (in) bytes.assign(std::istreambuf_iterator<char>(in), {});
+  for (const auto& f : files) bytes += load_template(f, "");
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(bytes.data(), bytes.size(), md, &n, EVP_sha256(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) out += {hex[md[i] >> 4], hex[md[i] & 15]};
+  return out;
+}
+
 std::string selected(const std::string& suite) {
   return "contains(format(',{0},', inputs.suites), '," + suite + ",')";
 }
 
-std::string runner_input(const std::string& runner_class) {
-  std::string s = "runs_on_" + runner_class;
+std::string underscored(std::string s) {
   for (auto& c : s)
     if (c == '-') c = '_';
   return s;
 }
+
+std::string runner_input(const std::string& runner_class) {
+  return underscored("runs_on_" + runner_class);
+}
+
+// The `if:` expression selecting a job of `suites` by the `suites` input.
+std::string select_of(const std::vector<const Suite*>& suites) {
+  std::string select = "inputs.suites == 'all'";
+  for (const Suite* x : suites) select += " || " + selected(x->name);
+  return select;
+}
+
+// The preflight job's output with the image of a job (resolved and checked on a hosted runner).
+std::string image_output(const Suite& s) { return underscored("image_" + s.job); }
 
 std::map<std::string, std::string> common_vars(const Registry& reg) {
   const NightlyWorkflow& n = reg.nightly;
@@ -59,10 +98,13 @@ std::map<std::string, std::string> common_vars(const Registry& reg) {
           {"triage_runs", std::to_string(n.triage_runs)},
           {"sglang_repository", n.sglang.repository},
           {"sglang_ref", n.sglang.ref},
-          {"install_args", n.sglang.install_args},
+          {"install_args", n.sglang.install_args.empty() ? "" : " " + n.sglang.install_args},
           {"hf_host", n.hf_cache.host_path},
           {"hf_mount", n.hf_cache.mount},
-          {"hf_home", n.hf_cache.hf_home}};
+          {"hf_home", n.hf_cache.hf_home},
+          {"caller_ref", n.caller_ref},
+          {"dockerhub_username_secret", n.dockerhub_username_secret},
+          {"dockerhub_token_secret", n.dockerhub_token_secret}};
 }
 
 // What a job spends besides its suites: image pull, VRAM clearing, installs (e2e), and the
@@ -82,12 +124,11 @@ std::string job_text(const std::string& dir, const Registry& reg,
   v["job"] = s.job;
   v["id"] = s.name;
   v["schedule"] = schedule_name(s.schedule);
-  std::string select = "inputs.suites == 'all'", names;
-  for (const Suite* x : suites) {
-    select += " || " + selected(x->name);
-    names += (names.empty() ? "" : ", ") + x->name;
-  }
-  v["select"] = select;
+  std::string names;
+  for (const Suite* x : suites) names += (names.empty() ? "" : ", ") + x->name;
+  v["select"] = select_of(suites);
+  v["image_output"] = image_output(s);
+  v["login_env"] = load_template(dir, "login-env.yml");
   v["suite_names"] = names;
   v["runner"] = s.runner;
   v["runner_input"] = runner_input(s.runner);
@@ -116,6 +157,15 @@ std::string job_text(const std::string& dir, const Registry& reg,
     v["extra_steps"] = extra;
     return fill(load_template(dir, "job-kernels.yml"), v);
   }
+  std::string models;
+  for (const Suite* x : suites)
+    if ((" " + models + " ").find(" " + x->server.model + " ") == std::string::npos)
+      models += (models.empty() ? "" : " ") + x->server.model;
+  v["models"] = models;
+  // The container's HF_HOME below the cache's mount, as a folder of the host's cache.
+  const HfCache& hf = reg.nightly.hf_cache;
+  v["hf_subdir"] = hf.hf_home.rfind(hf.mount, 0) == 0 ? hf.hf_home.substr(hf.mount.size()) : "";
+  v["download_tools"] = load_template(dir, "step-download-tools.yml");
   int minutes = kE2eSetupMinutes;
   std::string steps;
   for (const Suite* x : suites) {
@@ -152,18 +202,40 @@ std::string render_reusable(const Registry& reg, const std::string& dir) {
               c.name + " suites (" + c.vendor + " GPUs)\"\n        type: string\n" +
               "        required: false\n        default: " + c.label + "\n";
   v["runner_inputs"] = inputs;
-  std::string jobs = fill(load_template(dir, "job-tools.yml"), v);
-  std::string needs = "      - tools\n", nightly_jobs, weekly_jobs;
+  v["fingerprint"] = fingerprint(reg, dir);
+  std::string image_outputs, image_steps;
+  for (const auto& group : jobs_of(reg)) {
+    const Suite& s = *group.front();
+    const std::string id = image_output(s);
+    image_outputs += "      " + id + ": ${{ steps." + id + ".outputs.image }}\n";
+    const bool e2e = s.kind == Kind::kE2e;
+    image_steps +=
+        fill(load_template(dir, "step-preflight-image.yml"),
+             {{"job", s.job},
+              {"step_id", id},
+              {"schedule", schedule_name(s.schedule)},
+              {"select", select_of(group)},
+              {"image_input", e2e ? "e2e_image" : "kernels_image"},
+              {"image", s.container.image},
+              {"resolve_args", !e2e ? ""
+                                    : " --days " + std::to_string(s.container.days) +
+                                          (s.container.not_before.empty()
+                                               ? ""
+                                               : " --not-before " + s.container.not_before)}});
+  }
+  v["image_outputs"] = image_outputs;
+  v["image_steps"] = image_steps;
+  v["login_env"] = load_template(dir, "login-env.yml");
+  std::string jobs = fill(load_template(dir, "job-preflight.yml"), v);
+  jobs += fill(load_template(dir, "job-tools.yml"), v);
+  // The report's verdict reads each job's schedule from the registry (ci/nightly-verdict.py).
+  std::string needs = "      - preflight\n      - tools\n";
   for (const auto& group : jobs_of(reg)) {
     jobs += job_text(dir, reg, group);
     needs += "      - " + group.front()->job + "\n";
-    std::string& list = group.front()->schedule == Schedule::kWeekly ? weekly_jobs : nightly_jobs;
-    list += (list.empty() ? "" : " ") + group.front()->job;
   }
   needs.pop_back();
   v["needs"] = needs;
-  v["nightly_jobs"] = nightly_jobs;
-  v["weekly_jobs"] = weekly_jobs;
   std::string dormancy;
   for (const auto& w : reg.nightly.dormancy_workflows)
     dormancy += (dormancy.empty() ? "" : " ") + w;
@@ -226,6 +298,17 @@ std::vector<RenderedFile> render_all(const Registry& reg, const std::string& dir
     out.push_back({"weekly.yml", render_caller(reg, Schedule::kWeekly, dir)});
     callers += ", weekly";
   }
+  // The callers another repository (SGLang, aiter) adds, beside the workflows and never run here
+  // (GitHub reads no subfolder of .github/workflows): `uses: ...@REF` and `dsv4_ref` one value.
+  std::vector<Schedule> schedules = {Schedule::kNightly};
+  if (weekly) schedules.push_back(Schedule::kWeekly);
+  for (const Schedule sch : schedules) {
+    auto v = common_vars(reg);
+    v["schedule"] = schedule_name(sch);
+    v["cron"] = sch == Schedule::kNightly ? reg.nightly.cron : reg.nightly.weekly_cron;
+    out.push_back({std::string("callers/dsv4-") + schedule_name(sch) + ".yml",
+                   fill(load_template(dir, "caller-external.yml"), v)});
+  }
   out.push_back(
       {"auto-retry.yml", fill(load_template(dir, "auto-retry.yml"),
                               {{"workflows", callers}, {"repository", reg.nightly.repository}})});
@@ -256,7 +339,7 @@ std::vector<std::string> check_jobs(const Registry& reg, const std::string& work
   bool have_report = false;
   for (const auto& [job, suites] : jobs) {
     if (job == "report") have_report = true;
-    if (job == "report" || job == "tools") continue;
+    if (job == "report" || job == "tools" || job == "preflight") continue;
     if (suites.empty())
       problems.push_back("job '" + job + "' runs no suite (expected 'nightly/run-suite " + job +
                          "')");

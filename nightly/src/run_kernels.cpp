@@ -3,6 +3,7 @@
 // checks table; failing tests write their case files to $DSV4_CASE_DIR (default <artifacts>/cases).
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "junit.hpp"
 #include "suite_run.hpp"
@@ -117,6 +118,25 @@ class KernelsRun : public SuiteRun {
     if (passed == 0)
       return why = "every one of the " + std::to_string(skipped) +
                    " tests skipped, so nothing was checked (first: " + skip_reason + ")",
+             kCouldNotRun;
+    // Nor is one in which a family the suite names ran nothing: its kernels were not checked.
+    std::map<std::string, Counts> by_family;
+    for (const auto& r : results) {
+      Counts& c = by_family[family_of(r.name, ct.families)];
+      if (r.outcome == Outcome::kPass) ++c.pass;
+      if (r.outcome == Outcome::kSkip) ++c.skip;
+    }
+    std::string unchecked;
+    for (const auto& f : ct.families) {
+      const Counts c = by_family.count(f) ? by_family[f] : Counts{};
+      if (c.pass > 0) continue;
+      unchecked += (unchecked.empty() ? "" : ", ") + f +
+                   (c.skip ? " (" + std::to_string(c.skip) + " skipped)" : " (no test)");
+    }
+    manifest_["families_unchecked"] = unchecked;
+    if (!unchecked.empty())
+      return why = "no test ran for the families " + unchecked + " (" + std::to_string(passed) +
+                   " passed, " + std::to_string(skipped) + " skipped in all)",
              kCouldNotRun;
     why = std::to_string(results.size()) + " tests, none failed";
     return kPass;

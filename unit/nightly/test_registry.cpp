@@ -180,6 +180,14 @@ INSTANTIATE_TEST_SUITE_P(
                 "[0, 1]"},
         BadCase{"repository", [](json& d) { d["nightly"]["repository"] = "nope"; },
                 "nightly.repository", "owner/name"},
+        BadCase{"docker hub secret",
+                [](json& d) {
+                  d["nightly"]["dockerhub"] = {{"username_secret", "DOCKERHUB AMD"},
+                                               {"token_secret", "T"}};
+                },
+                "nightly.dockerhub.username_secret", "a secret name"},
+        BadCase{"caller ref", [](json& d) { d["nightly"]["caller_ref"] = "a b"; },
+                "nightly.caller_ref", "a git ref"},
         BadCase{"build on e2e",
                 [](json& d) {
                   d["suites"][1]["build"] = {{"preset", "cpu"}};

@@ -2,6 +2,8 @@
 // unregistered suite are each caught; the final report job fails on failed or cancelled suites.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <regex>
 
 #include "helpers.hpp"
@@ -96,7 +98,11 @@ TEST(Render, OneReusableWorkflowWithAJobPerSuiteGroupAndAReportJob) {
               std::string::npos)
         << job;
     EXPECT_NE(job.find("repository: ${{ inputs.dsv4_repository }}"), std::string::npos) << job;
-    EXPECT_NE(job.find("runs-on: ${{ inputs.runs_on_mi35x_8 }}\n"), std::string::npos) << job;
+    EXPECT_NE(job.find("runs-on: ${{ inputs." +
+                       std::string(s.runner == "mi300-8" ? "runs_on_mi300_8" : "runs_on_mi35x_8") +
+                       " }}\n"),
+              std::string::npos)
+        << job;
     EXPECT_NE(
         job.find("if: inputs.schedule == '" +
                  std::string(s.schedule == Schedule::kWeekly ? "weekly" : "nightly") + "' && ("),
@@ -109,22 +115,37 @@ TEST(Render, OneReusableWorkflowWithAJobPerSuiteGroupAndAReportJob) {
     // Every step has its own time limit.
     EXPECT_EQ(count(job, "      - name:"), count(job, "        timeout-minutes:")) << job;
     EXPECT_EQ(job.find("--ipc"), std::string::npos) << job;
+    // The Docker Hub login reads the secrets the inputs name (SGLang's by default).
+    EXPECT_NE(job.find("DOCKERHUB_TOKEN: ${{ secrets[inputs.dockerhub_token_secret] }}"),
+              std::string::npos)
+        << job;
+    EXPECT_NE(job.find("IMAGE: ${{ needs.preflight.outputs.image_"), std::string::npos) << job;
     if (s.kind == Kind::kE2e) {
-      EXPECT_NE(job.find("needs: tools"), std::string::npos) << job;
+      EXPECT_NE(job.find("needs: [preflight, tools]"), std::string::npos) << job;
       EXPECT_NE(job.find("HF_TOKEN: ${{ secrets.HF_TOKEN }}"), std::string::npos) << job;
-      EXPECT_NE(job.find("DOCKERHUB_TOKEN: ${{ secrets.DOCKERHUB_TOKEN }}"), std::string::npos);
       EXPECT_NE(job.find("--hf-cache \"$MODEL_CACHE:" + reg.nightly.hf_cache.mount),
                 std::string::npos)
           << job;
       EXPECT_NE(job.find("MODEL_CACHE: ${{ inputs.model_cache }}"), std::string::npos) << job;
       EXPECT_NE(job.find("repository: ${{ inputs.sglang_repository }}"), std::string::npos) << job;
-      EXPECT_NE(job.find("resolve-image \"$IMAGE_PATTERN\" sglang --days 7 --not-before " +
-                         s.container.not_before),
+      EXPECT_NE(a.find("resolve-image \"$PATTERN\" sglang --days 7 --not-before " +
+                       s.container.not_before),
+                std::string::npos)
+          << "the preflight resolves the image";
+      // Nothing is pulled or installed before the model cache is known to hold the snapshots;
+      // SGLang is fetched at depth 1 at the commit the preflight resolved.
+      EXPECT_LT(job.find("bash ci/model-cache.sh \"$MODEL_CACHE/hf-cache\" " + s.server.model),
+                job.find("path: sglang"))
+          << job;
+      EXPECT_NE(job.find("ref: ${{ needs.preflight.outputs.sglang_commit }}\n          path: "
+                         "sglang\n          fetch-depth: 1\n"),
                 std::string::npos)
           << job;
-      EXPECT_NE(job.find("bash ci/sglang-install.sh sglang " + reg.nightly.sglang.install_args),
-                std::string::npos)
-          << job;
+      EXPECT_EQ(job.find("fetch-depth: 0"), std::string::npos) << job;
+      // The Dockerfile stage, GPU arch and extras come from the image (its GPU_ARCH), not from
+      // the workflow.
+      EXPECT_NE(job.find("bash ci/sglang-install.sh sglang\n"), std::string::npos) << job;
+      EXPECT_EQ(job.find("--stage gfx950"), std::string::npos) << job;
       EXPECT_NE(job.find("sglang-install.sh sglang --image-from-commit"), std::string::npos);
       EXPECT_NE(job.find("-e DSV4_SGLANG_COMMIT=\"$(git -C sglang rev-parse HEAD)\""),
                 std::string::npos)
@@ -132,6 +153,7 @@ TEST(Render, OneReusableWorkflowWithAJobPerSuiteGroupAndAReportJob) {
       // Re-run failed jobs: the run's tools bundle has one name whatever the attempt.
       EXPECT_NE(job.find("          name: dsv4-tools\n"), std::string::npos) << job;
     } else {
+      EXPECT_NE(job.find("needs: preflight"), std::string::npos) << job;
       // Case files land in the uploaded folder: an absolute DSV4_CASE_DIR.
       EXPECT_NE(job.find("-e DSV4_CASE_DIR=\"$GITHUB_WORKSPACE/$DSV4_ARTIFACTS/cases\""),
                 std::string::npos)
@@ -146,7 +168,7 @@ TEST(Render, OneReusableWorkflowWithAJobPerSuiteGroupAndAReportJob) {
   // first, and the job's limit covers both.
   const std::string mtp = job_block(a, "e2e-v4pro-mtp");
   EXPECT_EQ(count(mtp, "nightly/run-suite "), 2u) << mtp;
-  EXPECT_EQ(count(mtp, "sglang-install.sh sglang --extras"), 1u) << mtp;
+  EXPECT_EQ(count(mtp, "sglang-install.sh sglang\n"), 1u) << mtp;
   EXPECT_LT(mtp.find("run-suite e2e-v4pro-mtp-ukv"), mtp.find("run-suite e2e-v4pro-mtp-triton"));
   EXPECT_NE(mtp.find("if: ${{ !cancelled() && (inputs.suites == 'all' || "
                      "contains(format(',{0},', inputs.suites), ',e2e-v4pro-mtp-triton,')) }}"),
@@ -162,6 +184,14 @@ TEST(Render, OneReusableWorkflowWithAJobPerSuiteGroupAndAReportJob) {
   const std::string asan = job_block(a, "kernels-mi35x-asan");
   EXPECT_LT(asan.find("Configure and build"), asan.find("bash ci/asan-qualify.sh --install"));
   EXPECT_LT(asan.find("bash ci/asan-qualify.sh"), asan.find("nightly/run-suite"));
+  // The gfx942 code runs nightly on SGLang's 8-GPU MI300 runners.
+  const std::string mi300 = job_block(a, "kernels-mi300");
+  EXPECT_NE(mi300.find("runs-on: ${{ inputs.runs_on_mi300_8 }}\n"), std::string::npos) << mi300;
+  EXPECT_NE(mi300.find("if: inputs.schedule == 'nightly'"), std::string::npos) << mi300;
+  EXPECT_NE(a.find("      runs_on_mi300_8:\n        description: \"Runner label of the mi300-8 "
+                   "suites (amd GPUs)\"\n        type: string\n        required: false\n"
+                   "        default: linux-mi300-8gpu-sglang\n"),
+            std::string::npos);
   // The torch interop tests run where torch is, with their junit in the artifact.
   const std::string kernels = job_block(a, "kernels-mi35x");
   EXPECT_NE(kernels.find("bash -c 'bash ci/torch-interop.sh build/hip "
@@ -206,11 +236,14 @@ TEST(Render, OneReusableWorkflowWithAJobPerSuiteGroupAndAReportJob) {
   const std::string weekly = rendered(reg, "weekly.yml");
   EXPECT_NE(weekly.find("      schedule: weekly\n"), std::string::npos) << weekly;
   EXPECT_NE(weekly.find("    - cron: \"" + reg.nightly.weekly_cron + "\""), std::string::npos);
-  // Failed jobs of a scheduled run are re-run once.
+  // Failed jobs of a scheduled run are re-run once, when the verdict says so.
   const std::string retry = rendered(reg, "auto-retry.yml");
   EXPECT_NE(retry.find("workflows: [nightly, weekly]"), std::string::npos) << retry;
   EXPECT_NE(retry.find("gh run rerun \"$RUN_ID\" --failed"), std::string::npos) << retry;
   EXPECT_NE(retry.find("github.event.workflow_run.run_attempt == 1"), std::string::npos) << retry;
+  EXPECT_LT(retry.find("gh run download \"$RUN_ID\" --name dsv4-verdict-attempt1"),
+            retry.find("gh run rerun"))
+      << retry;
 
   const std::string pr = rendered(reg, "pr.yml");
   EXPECT_NE(pr.find("run: " + reg.pr.test_command + "\n"), std::string::npos) << pr;
@@ -243,8 +276,8 @@ TEST(Render, ASuiteOfALabelOnAnotherRunnerClassWeekly) {
   EXPECT_NE(job.find("clear-vram --vendor nvidia"), std::string::npos) << job;
   EXPECT_NE(job.find("start --vendor nvidia"), std::string::npos) << job;
   EXPECT_NE(a.find("      runs_on_h200_1:\n"), std::string::npos);
-  EXPECT_NE(a.find("kernels-mi35x-asan kernels-h200-soak"), std::string::npos)
-      << "the report's weekly jobs";
+  EXPECT_NE(job_block(a, "report").find("      - kernels-h200-soak\n"), std::string::npos)
+      << "the report needs the new job";
   EXPECT_TRUE(check_jobs(reg, a).empty());
 }
 
@@ -372,53 +405,157 @@ TEST(Drift, MissingWorkflowIsCaught) {
   EXPECT_NE(problems[0].find("pr.yml is missing"), std::string::npos) << problems[0];
 }
 
-// Runs the report job's script (Python) with the given `needs` results and event, this
-// schedule's jobs being a and b.
-test::CommandResult run_report(const std::string& needs, const std::string& event,
-                               std::string& summary) {
-  const std::string yml = render_reusable(committed());
-  const size_t at =
-      yml.find("        run: |\n", yml.find("shell: python", yml.find("\n  report:\n")));
-  EXPECT_NE(at, std::string::npos);
-  std::string script;
-  std::istringstream in(yml.substr(at + 15));
-  for (std::string line; std::getline(in, line);)
-    script += line.substr(std::min<size_t>(10, line.size())) + "\n";
+// The rendered workflow as data (PyYAML, as ci/shellcheck.sh reads it), for structural checks.
+nlohmann::json workflow_json(const std::string& yml) {
   test::TempDir dir;
-  test::write_file(dir / "report.py", script);
-  const auto r = test::run_command("NEEDS=" + test::quote(needs) + " JOBS='a b' SCHEDULE=nightly" +
-                                   " GITHUB_EVENT_NAME=" + event +
-                                   " GITHUB_STEP_SUMMARY=" + test::quote(dir / "summary.md") +
-                                   " python3 " + test::quote(dir / "report.py"));
+  test::write_file(dir / "w.yml", yml);
+  const auto r = test::run_command(
+      "python3 -c 'import json, sys, yaml; print(json.dumps(yaml.safe_load(open(sys.argv[1]))))' " +
+      test::quote(dir / "w.yml"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  return r.code == 0 ? nlohmann::json::parse(r.output) : nlohmann::json::object();
+}
+
+std::vector<std::string> needs_of(const nlohmann::json& job) {
+  if (!job.contains("needs")) return {};
+  if (job["needs"].is_string()) return {job["needs"].get<std::string>()};
+  return job["needs"].get<std::vector<std::string>>();
+}
+
+// "Re-run failed jobs" starts new attempts of the failed jobs only: every artifact they download
+// must be found by run id (any attempt's), and the bundle must come from a job that is not re-run
+// with them (the tools job, which they need) under a name that does not depend on the attempt.
+TEST(Rerun, EveryDownloadFindsAnyAttemptsArtifactsOfTheRun) {
+  const nlohmann::json w = workflow_json(render_reusable(committed()));
+  ASSERT_TRUE(w.contains("jobs"));
+  int tools_downloads = 0, downloads = 0;
+  std::string tools_name;
+  for (const auto& step : w["jobs"]["tools"]["steps"])
+    if (step.value("uses", "").rfind("actions/upload-artifact@", 0) == 0) {
+      tools_name = step["with"]["name"];
+      EXPECT_EQ(step["with"].value("overwrite", false), true) << step.dump();
+    }
+  ASSERT_FALSE(tools_name.empty());
+  EXPECT_EQ(tools_name.find("${{"), std::string::npos) << "the bundle's name names no attempt";
+  for (const auto& [id, job] : w["jobs"].items()) {
+    for (const auto& step : job.value("steps", nlohmann::json::array())) {
+      if (step.value("uses", "").rfind("actions/download-artifact@", 0) != 0) continue;
+      ++downloads;
+      const auto& with = step["with"];
+      EXPECT_EQ(with.value("run-id", ""), "${{ github.run_id }}") << id << ": " << step.dump();
+      EXPECT_EQ(with.value("github-token", ""), "${{ github.token }}") << id << ": " << step.dump();
+      if (with.value("name", "") == tools_name) {
+        ++tools_downloads;
+        const auto needs = needs_of(job);
+        EXPECT_NE(std::find(needs.begin(), needs.end(), "tools"), needs.end()) << id;
+      }
+    }
+  }
+  EXPECT_EQ(tools_downloads, 4) << "three e2e jobs and the report";
+  EXPECT_EQ(downloads, 5);
+  // The token reads artifacts: the callers grant actions: read.
+  for (const char* caller : {"nightly.yml", "weekly.yml", "callers/dsv4-nightly.yml"}) {
+    const nlohmann::json c = workflow_json(rendered(committed(), caller));
+    EXPECT_EQ(c["permissions"].value("actions", ""), "read") << caller;
+  }
+}
+
+// Nothing that needs no GPU node is checked on one: every GPU job needs the preflight, which
+// runs on the hosted runner and checks the suites, the pin, the SGLang ref and each image.
+TEST(Preflight, GpuJobsNeedItAndItRunsOnTheHostedRunner) {
+  const Registry reg = committed();
+  const nlohmann::json w = workflow_json(render_reusable(reg));
+  const auto& pre = w["jobs"]["preflight"];
+  EXPECT_EQ(pre["runs-on"], "${{ inputs.tools_runs_on }}");
+  std::string runs;
+  for (const auto& step : pre["steps"]) runs += step.value("run", "") + "\n";
+  EXPECT_NE(runs.find("bash ci/preflight.sh suites nightly/suites.json"), std::string::npos);
+  EXPECT_NE(runs.find("bash ci/preflight.sh pin "), std::string::npos);
+  EXPECT_NE(runs.find("bash ci/preflight.sh sglang-ref"), std::string::npos);
+  for (const auto& s : reg.suites) {
+    const auto needs = needs_of(w["jobs"][s.job]);
+    EXPECT_NE(std::find(needs.begin(), needs.end(), "preflight"), needs.end()) << s.job;
+    const std::string out = "image_" + std::regex_replace(s.job, std::regex("-"), "_");
+    EXPECT_TRUE(pre["outputs"].contains(out)) << out;
+  }
+}
+
+// The pin: the fingerprint the preflight checks is the one ci/preflight.sh computes from this
+// checkout; a checkout of another revision fails it.
+TEST(Preflight, PinMatchesThisCheckoutAndRefusesAnother) {
+  const std::string yml = render_reusable(committed());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(yml, m, std::regex("ci/preflight.sh pin ([0-9a-f]{64})")));
+  const std::string sha = m[1];
+  auto r = test::run_command("bash " DSV4_SOURCE_DIR "/ci/preflight.sh pin " + sha);
+  EXPECT_EQ(r.code, 0) << r.output;
+  r = test::run_command("bash " DSV4_SOURCE_DIR "/ci/preflight.sh pin " + std::string(64, '0'));
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("pin the caller's 'uses: ...@REF' and 'dsv4_ref' to the same ref"),
+            std::string::npos)
+      << r.output;
+  // The shipped callers pin both to one ref, and carry a concurrency group.
+  for (const char* caller : {"callers/dsv4-nightly.yml", "callers/dsv4-weekly.yml"}) {
+    const nlohmann::json c = workflow_json(rendered(committed(), caller));
+    const auto& job = c["jobs"]["dsv4"];
+    const std::string uses = job["uses"];
+    EXPECT_EQ(uses.substr(uses.rfind('@') + 1), job["with"]["dsv4_ref"].get<std::string>())
+        << caller;
+    EXPECT_TRUE(c.contains("concurrency")) << caller;
+    EXPECT_EQ(c["concurrency"].value("cancel-in-progress", true), false) << caller;
+  }
+  EXPECT_NE(rendered(committed(), "callers/dsv4-weekly.yml").find("schedule: weekly"),
+            std::string::npos);
+}
+
+// Runs the report job's verdict step as rendered (its `run:`), in a folder laid out as the job's.
+test::CommandResult run_verdict(const std::string& needs, const std::string& event,
+                                std::string& summary) {
+  const nlohmann::json w = workflow_json(render_reusable(committed()));
+  std::string run;
+  for (const auto& step : w["jobs"]["report"]["steps"])
+    if (step.value("run", "").find("nightly-verdict.py") != std::string::npos) run = step["run"];
+  EXPECT_FALSE(run.empty());
+  test::TempDir dir;
+  std::filesystem::create_directory_symlink(DSV4_SOURCE_DIR "/ci", dir / "ci");
+  std::filesystem::create_directory_symlink(DSV4_SOURCE_DIR "/nightly", dir / "nightly");
+  std::filesystem::create_directories(dir / "triage/current");
+  const auto r =
+      test::run_command("cd " + test::quote(dir.path()) + " && NEEDS=" + test::quote(needs) +
+                        " SCHEDULE=nightly GITHUB_EVENT_NAME=" + event + " GITHUB_STEP_SUMMARY=" +
+                        test::quote(dir / "summary.md") + " bash -c " + test::quote(run));
   summary = test::read_file(dir / "summary.md");
   return r;
 }
 
-TEST(ReportJob, FailsWhenASuiteFailedOrWasCancelled) {
+TEST(ReportJob, NoGpuJobRanIsCouldNotRunOnEveryTrigger) {
+  const Registry reg = committed();
+  std::string skipped = R"({"preflight": {"result": "success"}, "tools": {"result": "success"})";
+  std::string passed = skipped;
+  for (const auto& s : reg.suites)
+    if (s.schedule == Schedule::kNightly) {
+      skipped += ", \"" + s.job + "\": {\"result\": \"skipped\"}";
+      passed += ", \"" + s.job + "\": {\"result\": \"success\"}";
+    }
+  for (const char* event : {"workflow_dispatch", "schedule", "workflow_call"}) {
+    std::string summary;
+    const auto r = run_verdict(skipped + "}", event, summary);
+    EXPECT_EQ(r.code, 3) << event << ": " << r.output;
+    EXPECT_NE(summary.find("no GPU job of this schedule ran"), std::string::npos) << summary;
+  }
   std::string summary;
-  auto r = run_report(R"({"a": {"result": "success"}, "b": {"result": "failure"}})", "schedule",
-                      summary);
+  EXPECT_EQ(run_verdict(passed + "}", "schedule", summary).code, 0) << summary;
+  // A failed job fails the run; the table names it.
+  const auto r = run_verdict(
+      std::regex_replace(passed, std::regex("\"kernels-mi35x\": \\{\"result\": \"success\"\\}"),
+                         "\"kernels-mi35x\": {\"result\": \"failure\", \"outputs\": {\"setup\": "
+                         "\"true\"}}") +
+          "}",
+      "schedule", summary);
   EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_NE(r.output.find("b=failure"), std::string::npos) << r.output;
-  EXPECT_NE(summary.find("| b | failure |"), std::string::npos) << summary;
-
-  r = run_report(R"({"a": {"result": "cancelled"}})", "workflow_dispatch", summary);
-  EXPECT_EQ(r.code, 1) << r.output;
-
-  r = run_report(R"({"a": {"result": "success"}, "b": {"result": "skipped"}})", "workflow_dispatch",
-                 summary);
-  EXPECT_EQ(r.code, 0) << r.output;  // the job filter skipped b
-
-  r = run_report(R"({"a": {"result": "success"}, "b": {"result": "skipped"}})", "schedule",
-                 summary);
-  EXPECT_EQ(r.code, 1) << "a scheduled run that skips a suite must fail: " << r.output;
-
-  // The other schedule's jobs are skipped by design.
-  r = run_report(R"({"tools": {"result": "success"}, "a": {"result": "success"},
-                     "b": {"result": "success"}, "w": {"result": "skipped"}})",
-                 "schedule", summary);
-  EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(summary.find("| w |"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("| kernels-mi35x | failure | its build or qualification failed |"),
+            std::string::npos)
+      << summary;
 }
 
 }  // namespace

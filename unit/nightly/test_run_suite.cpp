@@ -100,6 +100,14 @@ class RunSuite : public ::testing::Test {
         "add_test(kernels/RingLayout.GraphReplay /bin/sh -c \"echo no GPU; exit 77\")\n"
         "set_tests_properties(kernels/KvStore.Poison kernels/RingLayout.GraphReplay "
         "PROPERTIES LABELS gpu RESOURCE_GROUPS gpus:1 SKIP_RETURN_CODE 77)\n");
+    test::write_file(
+        dir_ / "src/ct-family-skip/CTestTestfile.cmake",
+        "add_test(kernels/KvStore.Poison /bin/true)\n"
+        "add_test(kernels/RingLayout.GraphReplay /bin/sh -c \"echo no GPU; exit 77\")\n"
+        "add_test(kernels/RingLayout.Hostile /bin/sh -c \"echo no GPU; exit 77\")\n"
+        "set_tests_properties(kernels/KvStore.Poison kernels/RingLayout.GraphReplay "
+        "kernels/RingLayout.Hostile PROPERTIES LABELS gpu RESOURCE_GROUPS gpus:1 "
+        "SKIP_RETURN_CODE 77)\n");
     // A test that writes a case file where DSV4_CASE_DIR says (from its own working folder).
     test::write_file(dir_ / "src/ct-casedir/CTestTestfile.cmake",
                      "add_test(kernels/KvStore.Poison /bin/sh -c \"mkdir -p $DSV4_CASE_DIR && "
@@ -176,6 +184,14 @@ class RunSuite : public ::testing::Test {
     kskip["ctest"]["test_dir"] = "ct-skip";
     kcase["name"] = "kernels-case-dir";
     kcase["ctest"]["test_dir"] = "ct-casedir";
+    kcase["ctest"]["families"] = {"kv_store"};
+    // One family passes, the other's tests all skip: the second family was not checked.
+    json kfam = kernels;
+    kfam["name"] = "kernels-family-skipped";
+    kfam["ctest"]["test_dir"] = "ct-family-skip";
+    json kabsent = kernels;
+    kabsent["name"] = "kernels-family-absent";
+    kabsent["ctest"]["families"] = {"kv_store", "ring_layout", "sparse_decode"};
     kshards["name"] = "kernels-shards";
     kshards["ctest"]["test_dir"] = "ct-shards";
     kernels["name"] = "kernels-pass";
@@ -183,10 +199,11 @@ class RunSuite : public ::testing::Test {
     kfail["ctest"]["test_dir"] = "ct-fail";
     knogpu["name"] = "kernels-no-gpu";
     knogpu["env"] = {{"FAKE_NO_GPU", "1"}};
-    json doc = test::registry_doc(
-        {with("e2e-green", json::object()), with("e2e-gate", {{"FAKE_RUN_EXIT", "1"}}),
-         with("e2e-not-ready", {{"FAKE_READY_EXIT", "3"}}), fixed_port, timeout, missing, retried,
-         cached, nocache, uncached, triton, kernels, kfail, knogpu, kshards, kskip, kcase});
+    json doc = test::registry_doc({with("e2e-green", json::object()),
+                                   with("e2e-gate", {{"FAKE_RUN_EXIT", "1"}}),
+                                   with("e2e-not-ready", {{"FAKE_READY_EXIT", "3"}}), fixed_port,
+                                   timeout, missing, retried, cached, nocache, uncached, triton,
+                                   kernels, kfail, knogpu, kshards, kskip, kcase, kfam, kabsent});
     reg_ = parse_registry(doc, "test-suites.json");
   }
 
@@ -435,6 +452,22 @@ TEST_F(RunSuite, KernelsRunWhereEveryTestSkippedCannotPass) {
             std::string::npos)
       << manifest_["reason"];
   EXPECT_EQ(manifest_["failures"][0]["kind"], "could-not-run");
+}
+
+TEST_F(RunSuite, KernelsFamilyWhoseTestsAllSkippedIsCouldNotRunNamingIt) {
+  EXPECT_EQ(run("kernels-family-skipped"), 3) << manifest_.dump(2);
+  EXPECT_EQ(manifest_["tests_passed"], 1);
+  EXPECT_EQ(manifest_["tests_skipped"], 2);
+  const std::string why = manifest_["reason"];
+  EXPECT_NE(why.find("no test ran for the families ring_layout (2 skipped)"), std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("kv_store"), std::string::npos) << why;
+}
+
+TEST_F(RunSuite, KernelsFamilyWithoutAnyTestIsCouldNotRunNamingIt) {
+  EXPECT_EQ(run("kernels-family-absent"), 3) << manifest_.dump(2);
+  const std::string why = manifest_["reason"];
+  EXPECT_NE(why.find("sparse_decode (no test)"), std::string::npos) << why;
 }
 
 TEST_F(RunSuite, KernelsCaseDirIsAbsoluteSoCaseFilesLandInTheArtifact) {
