@@ -185,9 +185,15 @@ TEST(StopsServerDies, UnreadCountersMakeTheFigurePartial) {
   EXPECT_TRUE(rows[0].contains("unread")) << rows[0].dump();
   test_server::TestServer again(cfg);
   again.start();
-  const GsmRun resumed = run_gsm8k(again.url(), data, out, {"--resume"});
+  const GsmRun resumed =
+      run_gsm8k(again.url(), data, out, {"--resume", "--gate", "accept_length>2"});
   ASSERT_EQ(resumed.rc, 0) << resumed.err;
   EXPECT_EQ(resumed.report["accept_length_parts"]["status"], "partial");
+  // The gate's verdict says its figure is partial, here and on stderr.
+  EXPECT_NE(resumed.report["gates"][0]["detail"].get<std::string>().find("partial"),
+            std::string::npos)
+      << resumed.report["gates"].dump();
+  EXPECT_NE(resumed.err.find("is judged on a partial accept length"), std::string::npos);
   EXPECT_NE(resumed.report["accept_length_parts"]["detail"].get<std::string>().find(
                 "could not read /server_info"),
             std::string::npos);
