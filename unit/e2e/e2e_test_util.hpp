@@ -6,8 +6,10 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -155,6 +157,30 @@ inline int wait_for_port_file(const std::string& path, double seconds) {
     ::usleep(20000);
   }
   return -1;
+}
+
+// Runs `dsv4-eval args...` (the executable) under a hard open-file limit of `limit` (a shell's
+// ulimit), returns the exit status and leaves its stderr in `err`.
+inline int run_limited(int limit, const std::vector<std::string>& args, const std::string& err_path,
+                       std::string& err) {
+  std::string cmd = "ulimit -n " + std::to_string(limit) + " && exec '" + DSV4_EVAL_BIN + "'";
+  for (const auto& a : args) cmd += " '" + a + "'";
+  const pid_t pid = spawn_process("/bin/sh", {"-c", cmd}, "/dev/null", err_path);
+  int status = -1;
+  if (pid > 0) ::waitpid(pid, &status, 0);
+  err = slurp(err_path);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Sends `sig` to `pid` once `ready()` holds (checked every 10 ms, at most `seconds`), then waits
+// for the process; returns its wait status (-1 when it could not be waited for).
+template <class Ready>
+int signal_when(pid_t pid, Ready ready, int sig, double seconds = 15) {
+  for (int i = 0; i < int(seconds * 100) && !ready(); ++i) ::usleep(10000);
+  ::kill(pid, sig);
+  int status = -1;
+  if (::waitpid(pid, &status, 0) != pid) return -1;
+  return status;
 }
 
 }  // namespace dsv4::e2e_test

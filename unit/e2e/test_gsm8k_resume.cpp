@@ -69,11 +69,13 @@ class Resume : public ::testing::Test {
 TEST_F(Resume, ServerDiesMidRunThenResumeMatchesUninterrupted) {
   DSV4_CASE(seed_, "N=" << kN << " server dies at request 31");
   const std::string out = dir_.str("cut");
+  int port = 0;  // the server comes back where it was (settings.json records the URL)
   {
     auto cfg = mix(data_, seed_);
     cfg.exit_after = 30;  // request 31 kills the server (every open connection dropped)
     test_server::TestServer dying(cfg);
     dying.start();
+    port = dying.port();
     const GsmRun cut = run_gsm8k(dying.url(), data_, out, {"--retries", "2"});
     EXPECT_EQ(cut.rc, 3) << cut.err;
     EXPECT_EQ(cut.report["status"], "ERROR");
@@ -84,7 +86,9 @@ TEST_F(Resume, ServerDiesMidRunThenResumeMatchesUninterrupted) {
     const auto want = answers(whole_.results);
     for (const auto& [i, r] : got) EXPECT_EQ(r, want.at(i)) << "question " << i;
   }
-  test_server::TestServer again(mix(data_, seed_));
+  auto again_cfg = mix(data_, seed_);
+  again_cfg.port = port;
+  test_server::TestServer again(again_cfg);
   again.start();
   const GsmRun resumed = run_gsm8k(again.url(), data_, out, {"--resume"});
   ASSERT_EQ(resumed.rc, 0) << resumed.err;
@@ -122,7 +126,9 @@ TEST_F(Resume, HalfWrittenLastLineIsDroppedAndRedone) {
 TEST_F(Resume, CompletedRunResumesWithoutRequests) {
   test_server::TestServer server(mix(data_, seed_));
   server.start();
-  const GsmRun again = run_gsm8k(server.url(), data_, dir_.str("whole"), {"--resume"});
+  // Another server of the same model on another port: accepted when asked to.
+  const GsmRun again =
+      run_gsm8k(server.url(), data_, dir_.str("whole"), {"--resume", "--allow-changed-settings"});
   ASSERT_EQ(again.rc, 0) << again.err;
   EXPECT_EQ(server.stats().generate_requests, 0u);
   expect_same_metrics(again.report, whole_.report);

@@ -40,7 +40,11 @@ INSTANTIATE_TEST_SUITE_P(
         UsageCase{"gate_metric", {"--gate", "acuracy>0.9"}, {"unknown metric 'acuracy'"}},
         UsageCase{"gate_value", {"--gate", "accuracy>high"}, {"'high' is not a number"}},
         UsageCase{"parallel", {"--parallel", "0"}, {"--parallel 0"}},
-        UsageCase{"parallel_text", {"--parallel", "many"}, {"many"}},
+        UsageCase{"parallel_text", {"--parallel", "many"}, {"--parallel 'many'"}},
+        UsageCase{"num_questions_text", {"--num-questions", "abc"}, {"--num-questions 'abc'"}},
+        UsageCase{"timeout_joined_text", {"--timeout=soon"}, {"--timeout 'soon'"}},
+        UsageCase{"progress_interval", {"--progress-interval", "-1"}, {"--progress-interval -1"}},
+        UsageCase{"stop_grace", {"--stop-grace", "-2"}, {"--stop-grace"}},
         UsageCase{"timeout", {"--timeout", "0"}, {"--timeout"}},
         UsageCase{"retries", {"--retries", "-1"}, {"--retries -1"}},
         UsageCase{"num_questions", {"--num-questions", "9"}, {"--num-questions 9", "8 questions"}},
@@ -72,14 +76,55 @@ TEST(BadData, ExitTwoNamingFileLineFieldValue) {
     EXPECT_NE(err.find(part), std::string::npos) << "'" << part << "' not in: " << err;
 }
 
+// bench_sglang's --host with a port in it (127.0.0.1:8000) would become
+// http://127.0.0.1:8000:30000: refused by name, pointing at --port.
+TEST(BadFlags, HostWithAPortIsRefusedByName) {
+  TempDir d;
+  const std::string data = write_questions(d, 8, 1);
+  for (const std::string host : {"127.0.0.1:8000", "http://127.0.0.1:8000", "[::1]:8000"}) {
+    std::string err;
+    EXPECT_EQ(run_eval_capture({"gsm8k", "--host", host, "--data", data, "--num-questions", "0",
+                                "--out", d.str("out")},
+                               err),
+              2)
+        << host << ": " << err;
+    EXPECT_NE(err.find("--host '" + host + "' holds a port (8000)"), std::string::npos) << err;
+    EXPECT_NE(err.find("--port 8000"), std::string::npos) << err;
+  }
+  // A bare IPv6 address has colons and no port: it is not refused as one.
+  std::string err;
+  EXPECT_EQ(run_eval_capture({"gsm8k", "--host", "http://[::1]", "--port", "9", "--data", data,
+                              "--num-questions", "0", "--out", d.str("v6"), "--retries", "0"},
+                             err),
+            3)
+      << err;
+}
+
+// A data line that is not UTF-8 is named with U+FFFD in place of its bytes, never echoed raw.
+TEST(BadData, BytesThatAreNotUtf8AreNotEchoed) {
+  TempDir d;
+  const std::string data = d.str("latin1.jsonl");
+  write_text(data, "{\"question\":\"caf\xe9 \xff\xfe\",\"answer\":\"#### 1\"}\n");
+  std::string err;
+  EXPECT_EQ(run_eval_capture({"gsm8k", "--url", "http://127.0.0.1:9", "--data", data, "--out",
+                              d.str("out"), "--num-questions", "0", "--num-shots", "0"},
+                             err),
+            2);
+  EXPECT_NE(err.find("latin1.jsonl:1"), std::string::npos) << err;
+  EXPECT_NE(err.find("caf\xEF\xBF\xBD"), std::string::npos) << err;
+  for (char bad : {'\xe9', '\xff', '\xfe'})
+    EXPECT_EQ(err.find(bad), std::string::npos) << "a raw byte in: " << err;
+}
+
 TEST(Help, ListsOptionsAndExitsZero) {
   ::testing::internal::CaptureStdout();
   const int rc = run_eval({"gsm8k", "--help"});
   const std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(rc, 0);
-  for (const char* f : {"--url", "--api", "--num-questions", "--num-shots", "--parallel",
-                        "--max-new-tokens", "--gate", "--out", "--resume", "--stream", "--data",
-                        "--shots-from", "--timeout", "--retries"})
+  for (const char* f :
+       {"--url", "--api", "--num-questions", "--num-shots", "--parallel", "--max-new-tokens",
+        "--gate", "--out", "--resume", "--stream", "--data", "--shots-from", "--timeout",
+        "--retries", "--overwrite", "--allow-changed-settings", "--stop-grace"})
     EXPECT_NE(out.find(f), std::string::npos) << f;
 }
 

@@ -210,19 +210,6 @@ TEST(OpenFiles, SoftLimitIsRaisedToTheHardOne) {
   setrlimit(RLIMIT_NOFILE, &was);
 }
 
-// Runs `dsv4-eval args...` under a hard open-file limit of `limit` (a shell's ulimit), returns the
-// exit status and leaves its stderr in `err`.
-int run_limited(int limit, const std::vector<std::string>& args, const std::string& err_path,
-                std::string& err) {
-  std::string cmd = "ulimit -n " + std::to_string(limit) + " && exec '" + DSV4_EVAL_BIN + "'";
-  for (const auto& a : args) cmd += " '" + a + "'";
-  const pid_t pid = spawn_process("/bin/sh", {"-c", cmd}, "/dev/null", err_path);
-  int status = -1;
-  if (pid > 0) ::waitpid(pid, &status, 0);
-  err = slurp(err_path);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 // A concurrency (or a warmup, sent all at once) that the limit cannot hold is exit 2 before the
 // first request; one it holds runs.
 TEST(OpenFiles, ConcurrencyTheLimitCannotHoldIsRefusedFirst) {

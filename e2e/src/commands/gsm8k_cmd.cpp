@@ -46,7 +46,10 @@ int gsm8k_main(int argc, char** argv) {
     ("incremental-stream", "SGLang streams text deltas (server started with --incremental-streaming-output)")
     ("gate", "gate 'metric op value', op one of > >= < <= == (repeatable)", cxxopts::value<std::vector<std::string>>())
     ("out", "output directory (results.jsonl, report.json, report.md, junit.xml)", cxxopts::value<std::string>()->default_value("gsm8k-out"))
-    ("resume", "continue the run recorded in --out/results.jsonl")
+    ("resume", "continue the run recorded in --out/results.jsonl (its settings.json must match this run's)")
+    ("overwrite", "replace the run already in --out (without it, and without --resume, such a folder is refused)")
+    ("allow-changed-settings", "with --resume: continue although settings.json records other settings (url, api, model, temperature, token budget, stops, ...); the report lists each difference")
+    ("stop-grace", "seconds the requests in flight may take to finish when the run stops (a signal, --max-failed); a second signal cancels them at once", cxxopts::value<double>()->default_value("10"))
     ("timeout", "per-attempt request timeout in seconds", cxxopts::value<double>()->default_value("600"))
     ("retries", "retries per request (connection errors, timeouts, 5xx, 429, bad bodies)", cxxopts::value<long long>()->default_value("3"))
     ("backoff", "first retry delay in seconds, doubling", cxxopts::value<double>()->default_value("0.5"))
@@ -150,6 +153,18 @@ int gsm8k_main(int argc, char** argv) {
     }
     c.out_dir = r["out"].as<std::string>();
     c.resume = r.count("resume") > 0;
+    c.overwrite = r.count("overwrite") > 0;
+    if (c.resume && c.overwrite)
+      throw std::invalid_argument(
+          "--resume continues the run in --out and --overwrite replaces "
+          "it; give one");
+    c.allow_changed_settings = r.count("allow-changed-settings") > 0;
+    if (c.allow_changed_settings && !c.resume)
+      throw std::invalid_argument("--allow-changed-settings needs --resume");
+    c.stop_grace_s = r["stop-grace"].as<double>();
+    if (!(c.stop_grace_s >= 0))
+      throw std::invalid_argument("--stop-grace " + std::to_string(c.stop_grace_s) +
+                                  " must be >= 0");
     c.timeout_s = r["timeout"].as<double>();
     if (!(c.timeout_s > 0))
       throw std::invalid_argument("--timeout " + std::to_string(c.timeout_s) + " must be > 0");
@@ -159,6 +174,9 @@ int gsm8k_main(int argc, char** argv) {
       throw std::invalid_argument("--backoff " + std::to_string(c.backoff_s) + " must be >= 0");
     c.max_failed = size_t(positive("max-failed", 0));
     c.progress_interval_s = r["progress-interval"].as<double>();
+    if (!(c.progress_interval_s >= 0))
+      throw std::invalid_argument("--progress-interval " + format_number(c.progress_interval_s) +
+                                  " must be >= 0 (0: no progress lines)");
     c.flush_cache = r.count("no-flush") == 0;
     c.command_line = recorded_command_line(argc, argv);
   } catch (const std::exception& e) {  // cxxopts, gates and our own checks

@@ -1,5 +1,6 @@
 // `dsv4-eval serve-bench`: the command line (bench_serving's flags and this project's gates);
 // the run is serve_bench/serve_bench_run.hpp, its outputs serve_bench/serve_bench_report.hpp.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -9,6 +10,8 @@
 #include "http/http_client.hpp"
 #include "http/process_setup.hpp"
 #include "http/server_api.hpp"
+#include "http/stop_signals.hpp"
+#include "report/accept_length.hpp"
 #include "report/gates.hpp"
 #include "serve_bench/serve_bench_report.hpp"
 #include "serve_bench/tokenizer_vocab.hpp"
@@ -68,7 +71,7 @@ int run(int argc, char** argv) {
     ("seed", "seed of lengths, token ids and arrivals (np.random.seed for random-ids)", cxxopts::value<unsigned long long>()->default_value("1"))
     ("output-file", "append bench_serving's JSON result line to this file", cxxopts::value<std::string>())
     ("disable-tqdm", "no progress lines on stderr (the same as --no-progress)")
-    ("timeout", "per-request timeout in seconds", cxxopts::value<double>()->default_value("21600"))
+    ("timeout", "per-attempt timeout in seconds of every request (default: 21600 for the benchmark's own, bench_serving's session timeout, and 60 for the others: tokenizer, flush, /server_info, profiler)", cxxopts::value<double>()->default_value("21600"))
     ("no-flush", "do not POST /flush_cache after the warmup")
     ("flush-cache", "POST /flush_cache after the warmup, before the timed requests (bench_serving's flag; this program's default)")
     ("profile", "POST /start_profile before the timed requests and /stop_profile after them (bench_serving's --profile)")
@@ -155,6 +158,7 @@ int run(int argc, char** argv) {
     if (!(b.request_timeout_s > 0))
       throw std::invalid_argument("--timeout " + std::to_string(b.request_timeout_s) +
                                   " must be > 0");
+    if (r.count("timeout")) b.control_timeout_s = b.request_timeout_s;
     if (r.count("tokenizer")) b.tokenizer_path = r["tokenizer"].as<std::string>();
     b.server_tokenizer = r.count("server-tokenizer") > 0;
     if (r.count("no-flush") && r.count("flush-cache"))
@@ -172,7 +176,18 @@ int run(int argc, char** argv) {
     b.progress = !r.count("no-progress") && !r.count("disable-tqdm");
     job.max_failed = r["max-failed"].as<long long>();
     if (job.max_failed < 0) throw std::invalid_argument("--max-failed must be >= 0");
-    if (r.count("gate")) job.gates = parse_gates(r["gate"].as<std::vector<std::string>>());
+    if (r.count("gate")) {
+      job.gates = parse_gates(r["gate"].as<std::vector<std::string>>());
+      const auto names = serve_bench_metric_names();
+      for (const auto& g : job.gates)
+        if (std::find(names.begin(), names.end(), g.metric) == names.end() &&
+            !is_accept_rank_metric(g.metric)) {
+          std::string known;
+          for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+          throw std::invalid_argument("gate '" + g.text + "': unknown metric '" + g.metric +
+                                      "' (known: " + known + ", accept_length_rank<N>)");
+        }
+    }
     if (r.count("label"))
       for (const auto& l : r["label"].as<std::vector<std::string>>()) {
         const size_t eq = l.find('=');
@@ -188,6 +203,7 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "dsv4-eval serve-bench: %s\n", redact(e.what()).c_str());
     return kExitUsage;
   }
+  StopSignals signals;  // SIGINT/SIGTERM: an errored report, the finished requests kept, exit 3
   try {
     return report_serve_bench(job, run_serve_bench(b));
   } catch (const BenchError& e) {

@@ -6,12 +6,17 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "serve_bench/bpe_decoder.hpp"  // utf8_lossy
+
 namespace dsv4::eval::gsm8k {
 
+using serve::utf8_lossy;
+
 namespace {
+// At most n bytes of `s` for a message, bytes that are not UTF-8 shown as U+FFFD (never echoed).
 std::string shorten(std::string_view s, size_t n = 80) {
-  if (s.size() <= n) return std::string(s);
-  return std::string(s.substr(0, n)) + "...";
+  if (s.size() <= n) return utf8_lossy(s);
+  return utf8_lossy(s.substr(0, n)) + "...";
 }
 
 // Steps 2-4 of extract_answer on text already cut at the stops.
@@ -72,7 +77,7 @@ std::vector<Record> load_jsonl(const std::string& path) {
     try {
       j = nlohmann::json::parse(line);
     } catch (const std::exception& e) {
-      throw DataError(where + "not valid JSON ('" + shorten(line) + "'): " + e.what());
+      throw DataError(where + "not valid JSON ('" + shorten(line) + "'): " + utf8_lossy(e.what()));
     }
     if (!j.is_object())
       throw DataError(where + "expected a JSON object, got '" + shorten(line) + "'");

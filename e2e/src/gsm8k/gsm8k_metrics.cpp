@@ -1,6 +1,7 @@
 // GSM8K records, metrics and report tables.
 #include "gsm8k/gsm8k_metrics.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "report/accept_length.hpp"
@@ -79,14 +80,17 @@ Gsm8kSummary summarize_gsm8k(const std::vector<gsm8k::Record>& questions,
       verify_sum += *num(r, "spec_verify_ct");
     }
   }
-  s.unanswered = n - answered.size();
+  for (size_t i : inv.failed_questions)
+    if (i < n && !answered.count(i)) ++s.failed;
+  s.not_asked = n - answered.size() - s.failed;
   Metrics& m = s.metrics;
   auto& miss = s.missing;
   auto put = [&](const std::string& name, double v) { m[name] = v; };
   put("questions", double(n));
   put("accuracy", n ? double(s.correct) / double(n) : 0);
   put("invalid", n ? double(s.invalid) / double(n) : 0);
-  put("failed", double(s.unanswered));
+  put("failed", double(s.failed));
+  put("not_asked", double(s.not_asked));
   put("truncated", double(s.truncated));
   put("resumed", double(inv.resumed));
   put("requests_sent", double(inv.requests));
@@ -128,23 +132,41 @@ Gsm8kSummary summarize_gsm8k(const std::vector<gsm8k::Record>& questions,
           "no response carried spec_verify_ct (speculative decoding off, or an API "
           "without it)";
   }
-  // Server-side accept length per DP rank, combined over invocations weighted by tokens.
-  size_t ranks = 0;
-  for (const auto& row : accept_rows)
-    if (row.contains("per_rank") && row["per_rank"].is_array())
-      ranks = std::max(ranks, row["per_rank"].size());
+  // Server-side accept length per DP rank, combined over the invocations' parts: a part's
+  // verify steps are its tokens / its accept length (an integer on the server, so rounded when
+  // within 1e-6), and the whole is sum(tokens) / sum(verify steps), bit for bit what the server
+  // would report for one uninterrupted part of the same requests.
+  size_t ranks = 0, parts = 0, unread_parts = 0;
+  double row_tokens = 0, unread_tokens = 0;
+  std::vector<std::string> unread_why;
+  for (const auto& row : accept_rows) {
+    const double t = row.value("completion_tokens", 0.0);
+    row_tokens += t;
+    if (row.contains("unread") || !row.contains("per_rank") || !row["per_rank"].is_array()) {
+      ++unread_parts;
+      unread_tokens += t;
+      if (row.contains("unread") && row["unread"].is_string())
+        unread_why.push_back(row["unread"].get<std::string>());
+      continue;
+    }
+    ++parts;
+    ranks = std::max(ranks, row["per_rank"].size());
+  }
   std::vector<std::optional<double>> per_rank(ranks);
   for (size_t r = 0; r < ranks; ++r) {
     double t_sum = 0, v_sum = 0, only = 0;
     int contributing = 0;
     for (const auto& row : accept_rows) {
-      if (!row.contains("per_rank") || !row["per_rank"].is_array() || r >= row["per_rank"].size())
+      if (row.contains("unread") || !row.contains("per_rank") || !row["per_rank"].is_array() ||
+          r >= row["per_rank"].size())
         continue;
       const json& a = row["per_rank"][r];
       const double t = row.value("completion_tokens", 0.0);
       if (!a.is_number() || a.get<double>() <= 0 || t <= 0) continue;
+      double v = t / a.get<double>();
+      if (std::fabs(v - std::round(v)) < 1e-6) v = std::round(v);
       t_sum += t;
-      v_sum += t / a.get<double>();
+      v_sum += v;
       only = a.get<double>();
       ++contributing;
     }
@@ -159,11 +181,40 @@ Gsm8kSummary summarize_gsm8k(const std::vector<gsm8k::Record>& questions,
                           : "speculative decoding off (no avg_spec_accept_length in /server_info "
                             "internal_states)",
       m, miss);
+  // Answers whose invocation left no row (killed before it could read /server_info).
+  double answered_tokens = 0;
+  for (double t : tokens) answered_tokens += t;
+  const double missing_tokens = std::max(0.0, answered_tokens - row_tokens);
+  s.accept_parts = parts;
+  if (unread_parts > 0 || missing_tokens > 0) {
+    const double covered = std::max(0.0, answered_tokens - unread_tokens - missing_tokens);
+    s.accept_status = "partial";
+    s.accept_detail = "partial: the server's counters cover " + std::to_string(size_t(covered)) +
+                      " of the " + std::to_string(size_t(answered_tokens)) +
+                      " completion tokens answered";
+    if (unread_parts > 0)
+      s.accept_detail += "; " + std::to_string(unread_parts) +
+                         " invocation(s) could not read /server_info when they stopped (" +
+                         (unread_why.empty() ? std::string("no reason recorded") : unread_why[0]) +
+                         ")";
+    if (missing_tokens > 0)
+      s.accept_detail += "; " + std::to_string(size_t(missing_tokens)) +
+                         " tokens were answered by an invocation that ended before it read "
+                         "/server_info (killed)";
+  } else if (parts > 1) {
+    s.accept_status = "combined";
+    s.accept_detail = "combined over " + std::to_string(parts) +
+                      " invocations (the server's counters read at each stop and at the end, "
+                      "weighted by their tokens)";
+  } else if (parts == 1) {
+    s.accept_status = "single";
+  }
 
-  ReportTable outcomes{"Outcomes", {"correct", "wrong", "invalid", "unanswered", "questions"}, {}};
+  ReportTable outcomes{
+      "Outcomes", {"correct", "wrong", "invalid", "failed", "not asked", "questions"}, {}};
   outcomes.rows.push_back({std::to_string(s.correct), std::to_string(s.wrong),
-                           std::to_string(s.invalid), std::to_string(s.unanswered),
-                           std::to_string(n)});
+                           std::to_string(s.invalid), std::to_string(s.failed),
+                           std::to_string(s.not_asked), std::to_string(n)});
   s.tables.push_back(outcomes);
   if (ranks > 0) {
     ReportTable t{"Server accept length per DP rank (/server_info after /flush_cache)",
@@ -188,6 +239,12 @@ Gsm8kSummary summarize_gsm8k(const std::vector<gsm8k::Record>& questions,
     for (const auto& [k, v] : inv.errors) t.rows.push_back({k, std::to_string(v)});
     s.tables.push_back(t);
   }
+  if (!inv.attempt_causes.empty()) {
+    ReportTable t{
+        "Failed attempts by cause, retried or final (this invocation)", {"cause", "attempts"}, {}};
+    for (const auto& [k, v] : inv.attempt_causes) t.rows.push_back({k, std::to_string(v)});
+    s.tables.push_back(t);
+  }
   return s;
 }
 
@@ -201,7 +258,10 @@ void fill_gsm8k_report(RunReport& report, const Gsm8kSummary& s, const Invocatio
   static const Def defs[] = {
       {"accuracy", "", "correct answers / questions"},
       {"invalid", "", "answers without a number / questions"},
-      {"failed", "", "questions without an answer (requests failed after retries)"},
+      {"failed", "", "questions whose request failed after retries (no answer)"},
+      {"not_asked", "",
+       "questions without an answer that were never asked, or cancelled in flight, because the "
+       "run stopped first"},
       {"truncated", "",
        "answers cut by the token budget (finish_reason length; a reasoning model that spent "
        "--max-new-tokens on reasoning_content)"},
@@ -237,21 +297,29 @@ void fill_gsm8k_report(RunReport& report, const Gsm8kSummary& s, const Invocatio
   }
   for (const auto& [name, what] : accept_metric_definitions()) {
     ReportMetric m{name, std::nullopt, "", what, ""};
-    if (auto it = s.metrics.find(name); it != s.metrics.end()) m.value = it->second;
+    if (auto it = s.metrics.find(name); it != s.metrics.end()) {
+      m.value = it->second;
+      m.note = s.accept_detail;
+    }
     if (auto it = s.missing.find(name); it != s.missing.end())
       m.note = accept_note.empty() ? it->second : accept_note;
     report.metrics.push_back(m);
   }
   if (!s.accept_note.empty()) report.notes.push_back(s.accept_note);
+  if (!s.accept_detail.empty()) report.notes.push_back("server accept length " + s.accept_detail);
   for (const auto& [k, v] : s.metrics)
     if (k.rfind("accept_length_rank", 0) == 0)
       report.metrics.push_back(
-          {k, v, "", "server avg_spec_accept_length of DP rank " + k.substr(18), ""});
+          {k, v, "", "server avg_spec_accept_length of DP rank " + k.substr(18), s.accept_detail});
   report.tables = s.tables;
   nlohmann::json per_rank = nlohmann::json::object();
   for (const auto& [k, v] : s.metrics)
     if (k.rfind("accept_length_rank", 0) == 0) per_rank[k] = v;
   report.extra["accept_length_per_rank"] = per_rank;
+  report.extra["accept_length_parts"] = {
+      {"status", s.accept_status.empty() ? "none" : s.accept_status},
+      {"parts", s.accept_parts},
+      {"detail", s.accept_detail}};
   report.extra["client"] = {{"requests", inv.requests},
                             {"retries", inv.retries},
                             {"cpu_s", inv.cpu_s},

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,12 @@ struct InvocationStats {
   size_t completion_tokens = 0;
   size_t resumed = 0;  // answers read back from results.jsonl
   double wall_s = 0;
-  double cpu_s = 0;                      // CPU time of the thread driving the client
-  std::map<std::string, size_t> errors;  // final failures by kind
+  double cpu_s = 0;                              // CPU time of the thread driving the client
+  std::map<std::string, size_t> errors;          // final failures by kind
+  std::map<std::string, size_t> attempt_causes;  // failed attempts (retried or final) by cause
+  // Questions whose latest request failed after retries (in this invocation, or in an earlier one
+  // and not asked again since): counted as failed, apart from the questions never asked.
+  std::set<size_t> failed_questions;
 };
 
 // One results.jsonl line for an answered question: index, prompt_sha256, label, output, pred
@@ -42,14 +47,24 @@ struct Gsm8kSummary {
   std::map<std::string, std::string> missing;  // metric -> why it is not available
   std::vector<ReportMetric> report_metrics;
   std::vector<ReportTable> tables;
-  size_t correct = 0, wrong = 0, invalid = 0, unanswered = 0;
+  size_t correct = 0, wrong = 0, invalid = 0;
+  size_t failed = 0;        // the request failed after retries
+  size_t not_asked = 0;     // never asked, or cancelled in flight when the run stopped
   size_t truncated = 0;     // answers whose finish_reason is length (the token budget ran out)
   std::string accept_note;  // DP ranks left out of the accept-length figures, or ""
+  // How the server accept length was obtained: "single" (one invocation's counters), "combined"
+  // (several invocations' parts, each read at its stop or end), "partial" (a part could not be
+  // read, or an invocation was killed first: the figure covers only some answers), "" (none).
+  std::string accept_status, accept_detail;
+  size_t accept_parts = 0;
 };
 
-// accept_rows: server_accept.jsonl rows, one per invocation that read /server_info:
-// {"completion_tokens": T, "per_rank": [a_0 | null, ...]}. Each rank's accept length over the
-// whole run is sum(T) / sum(T / a) over the rows that report it (for one row: a itself).
+// accept_rows: server_accept.jsonl rows, one per invocation that sent requests:
+// {"completion_tokens": T, "per_rank": [a_0 | null, ...]} read at its end or at its stop, or
+// {"completion_tokens": T, "unread": why} when /server_info could not be read. Each rank's accept
+// length over the whole run is sum(T) / sum(T / a) over the rows that report it (for one row: a
+// itself; T / a rounded to the integer verify count it is); a row unread, or answered tokens no
+// row accounts for (an invocation killed before it read the counters), make it partial.
 Gsm8kSummary summarize_gsm8k(const std::vector<gsm8k::Record>& questions,
                              const std::map<size_t, nlohmann::json>& answered,
                              const InvocationStats& inv,

@@ -1,12 +1,13 @@
-// The GSM8K engine, one function per step of a run: 1 data and prompts, 2 results.jsonl and
-// resume, 3 the server (flush, model name, streaming mode), 4 the request loop, 5 the server's
-// accept length, 6 metrics, gates and reports.
+// The GSM8K engine, one function per step of a run: 0 an earlier run in --out (refused unless
+// --resume or --overwrite), 1 data and prompts, 2 the resumed answers and settings, 3 the server
+// (flush, model name, streaming mode), 4 --out claimed (results.jsonl, settings.json), 5 the
+// request loop, 6 the server's accept counters (also at a stop), 7 metrics, gates and reports.
 #include "gsm8k/gsm8k_run.hpp"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -16,10 +17,12 @@
 #include "gsm8k/gsm8k_data.hpp"
 #include "gsm8k/gsm8k_metrics.hpp"
 #include "gsm8k/progress.hpp"
+#include "gsm8k/run_folder.hpp"
 #include "http/download.hpp"
 #include "http/http_client.hpp"
 #include "http/process_setup.hpp"
 #include "http/sha256.hpp"
+#include "http/stop_signals.hpp"
 #include "report/accept_length.hpp"
 #include "report/results_log.hpp"
 #include "report/run_report.hpp"
@@ -34,6 +37,7 @@ const std::vector<std::string>& gsm8k_metric_names() {
     std::vector<std::string> v = {"accuracy",
                                   "invalid",
                                   "failed",
+                                  "not_asked",
                                   "truncated",
                                   "questions",
                                   "latency",
@@ -69,45 +73,19 @@ bool is_gsm8k_metric(const std::string& name) {
 
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
-extern "C" void on_stop_signal(int sig) { g_signal = sig; }
-
-// SIGINT/SIGTERM during the request loop end the run like a fatal error: in-flight requests are
-// cancelled, reports are written (status ERROR), exit 3; the previous handlers come back after.
-class StopSignals {
- public:
-  StopSignals() {
-    g_signal = 0;
-    old_int_ = std::signal(SIGINT, on_stop_signal);
-    old_term_ = std::signal(SIGTERM, on_stop_signal);
-  }
-  ~StopSignals() {
-    std::signal(SIGINT, old_int_);
-    std::signal(SIGTERM, old_term_);
-  }
-
- private:
-  void (*old_int_)(int);
-  void (*old_term_)(int);
-};
-
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-HttpResult get_json(const std::string& url, int attempts, double backoff_s) {
-  HttpRequest r;
-  r.method = "GET";
-  r.url = url;
-  r.timeout_s = 60;
-  r.max_attempts = attempts;
-  r.backoff_s = backoff_s;
-  return http_fetch(std::move(r));
-}
-
 bool unreachable(const HttpResult& r) {
   return r.error == HttpErrorKind::kConnect || r.error == HttpErrorKind::kTimeout ||
          r.error == HttpErrorKind::kTransport;
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
 }
 
 class Gsm8kRun {
@@ -117,19 +95,26 @@ class Gsm8kRun {
     report_.title = "GSM8K " + std::string(to_string(c.api)) + " " + c.url;
   }
 
+  // Nothing in --out is touched before step 4: a run refused for its flags, its data or its
+  // server leaves an earlier run there as it was.
   int run() {
-    if (auto code = load_data()) return *code;     // 1
-    if (auto code = open_results()) return *code;  // 2
-    if (auto code = connect()) return *code;       // 3
-    ask();                                         // 4
-    read_server_accept();                          // 5
-    return report_and_gate();                      // 6
+    StopSignals signals;                            // the whole run, not only the request loop
+    if (auto code = check_out_dir()) return *code;  // 0
+    if (auto code = load_data()) return *code;      // 1
+    if (auto code = read_resume()) return *code;    // 2
+    if (auto code = connect()) return *code;        // 3
+    if (auto code = open_results()) return *code;   // 4
+    ask();                                          // 5
+    read_server_accept();                           // 6
+    return report_and_gate();                       // 7
   }
 
  private:
   const Gsm8kConfig& c_;
   const double t_start_;
   RunReport report_;
+  // 0
+  bool keep_out_ = false;  // --out holds an earlier run that --overwrite replaces at step 4
   // 1
   std::vector<gsm8k::Record> records_;
   std::vector<std::string> prompts_, hashes_;  // hashes: sha256 of each prompt, 16 hex digits
@@ -139,29 +124,42 @@ class Gsm8kRun {
   std::string results_path_, accept_path_;
   std::map<size_t, json> done_;  // index -> successful record
   size_t resumed_ = 0;
+  bool dropped_tail_ = false;
+  size_t good_bytes_ = 0;
+  json recorded_settings_;  // settings.json of the run resumed (null: none)
   JsonlWriter log_;
   // 3
   GenParams gp_;
   bool flushed_ = false, incremental_ = false;
-  // 4
+  // 5
   InvocationStats inv_;
-  size_t failed_now_ = 0;
+  size_t failed_now_ = 0, cancelled_in_flight_ = 0;
   bool aborted_ = false;
+  double drain_until_ = 0;
   std::string abort_reason_, accept_note_;
+
+  void say(const std::string& line) const {
+    std::fprintf(stderr, "dsv4-eval gsm8k: %s\n", redact(line).c_str());
+    std::fflush(stderr);
+  }
 
   int finish(int code, const std::string& status, const std::string& error) {
     report_.exit_code = code;
     report_.status = status;
     report_.error = error;
     report_.duration_s = monotonic_seconds() - t_start_;
+    if (!error.empty()) say(error);
+    if (keep_out_) {  // the earlier run stays whole: no report of this one over it
+      say(status + " (exit " + std::to_string(code) + "); --out " + c_.out_dir +
+          " left as it was (--overwrite replaces the earlier run only once this one can start)");
+      return code;
+    }
     std::string werr;
     if (!write_reports(report_, c_.out_dir, &werr)) {
-      std::fprintf(stderr, "dsv4-eval gsm8k: %s\n", werr.c_str());
+      say(werr);
       if (code == kExitPass || code == kExitGateFailed) code = kExitCouldNotRun;
     }
-    if (!error.empty()) std::fprintf(stderr, "dsv4-eval gsm8k: %s\n", redact(error).c_str());
-    std::fprintf(stderr, "dsv4-eval gsm8k: %s (exit %d); reports in %s\n", status.c_str(), code,
-                 c_.out_dir.c_str());
+    say(status + " (exit " + std::to_string(code) + "); reports in " + c_.out_dir);
     return code;
   }
 
@@ -169,16 +167,73 @@ class Gsm8kRun {
   int stop_early(const std::string& error) {
     InvocationStats none;
     none.resumed = resumed_;
+    none.failed_questions = inv_.failed_questions;
     Gsm8kSummary s = summarize_gsm8k(records_, done_, none, {});
     fill_gsm8k_report(report_, s, {}, "");
     return finish(kExitCouldNotRun, "ERROR", error);
   }
 
+  std::optional<int> interrupted(const std::string& during) {
+    if (!stop_signal()) return std::nullopt;
+    return stop_early("interrupted by " + stop_signal_name() + " during " + during +
+                      ", before any question was asked");
+  }
+
+  // The settings the answers depend on, as settings.json records them.
+  json settings_now(bool with_model) const {
+    json s = {{"url", c_.url},
+              {"api", to_string(c_.api)},
+              {"protocol", c_.simple_eval ? "simple-eval" : "bench-sglang"},
+              {"temperature", c_.temperature},
+              {"max_new_tokens", c_.max_new_tokens},
+              {"stops", c_.stops},
+              {"thinking", c_.thinking ? json(*c_.thinking) : json(nullptr)}};
+    const std::string model = with_model ? gp_.model : c_.model;
+    if (!model.empty()) s["model"] = model;
+    return s;
+  }
+
+  // --resume against other settings mixes two runs' answers: refused (exit 2) unless
+  // --allow-changed-settings, which notes every difference in the report.
+  std::optional<int> check_settings(bool with_model) {
+    if (!c_.resume || recorded_settings_.is_null()) return std::nullopt;
+    const auto diff = settings_differences(recorded_settings_, settings_now(with_model));
+    if (diff.empty()) return std::nullopt;
+    if (c_.allow_changed_settings) {
+      for (const auto& d : diff)
+        if (std::find(report_.notes.begin(), report_.notes.end(),
+                      "resumed with a changed setting (--allow-changed-settings): " + d) ==
+            report_.notes.end())
+          report_.notes.push_back("resumed with a changed setting (--allow-changed-settings): " +
+                                  d);
+      return std::nullopt;
+    }
+    say("cannot resume: this run's settings differ from those recorded in " + c_.out_dir +
+        "/settings.json, and the answers would mix two runs: " + join(diff, "; ") +
+        ". Resume with the recorded settings, give another --out, or pass "
+        "--allow-changed-settings");
+    return kExitUsage;
+  }
+
+  // 0. An earlier run in --out is continued (--resume) or replaced (--overwrite), never lost.
+  std::optional<int> check_out_dir() {
+    const auto prev = previous_run_files(c_.out_dir);
+    if (prev.empty() || c_.resume) return std::nullopt;
+    if (!c_.overwrite) {
+      say("--out '" + c_.out_dir + "' holds an earlier run (" + join(prev, ", ") +
+          "): --resume continues it, --overwrite replaces it, or give another --out");
+      return kExitUsage;
+    }
+    keep_out_ = true;
+    return std::nullopt;
+  }
+
   // 1. Data and prompts (exit 2 on bad data, 3 when the download cannot be made).
   std::optional<int> load_data() {
     try {
-      data_path_ = c_.data_path.empty() ? fetch_cached(c_.data_url, c_.data_sha256, c_.cache_dir)
-                                        : c_.data_path;
+      data_path_ = c_.data_path.empty()
+                       ? fetch_cached(c_.data_url, c_.data_sha256, c_.cache_dir, c_.timeout_s)
+                       : c_.data_path;
       const auto digest = sha256_file(data_path_);
       if (!digest) throw gsm8k::DataError("cannot read '" + data_path_ + "'");
       data_sha256_ = *digest;
@@ -208,48 +263,18 @@ class Gsm8kRun {
         hashes_.push_back(sha256_hex(prompts_.back()).substr(0, 16));
       }
     } catch (const UsageError& e) {
-      std::fprintf(stderr, "dsv4-eval gsm8k: %s\n", redact(e.what()).c_str());
+      say(e.what());
       return kExitUsage;
     } catch (const gsm8k::DataError& e) {
-      std::fprintf(stderr, "dsv4-eval gsm8k: bad data: %s\n", e.what());
+      say(std::string("bad data: ") + e.what());
       return kExitUsage;
     } catch (const ChecksumError& e) {
-      std::fprintf(stderr, "dsv4-eval gsm8k: bad data: %s\n", e.what());
+      say(std::string("bad data: ") + e.what());
       return kExitUsage;
     } catch (const DownloadError& e) {
       report_.context = {{"url", c_.url}, {"data_url", c_.data_url}, {"command", c_.command_line}};
       return finish(kExitCouldNotRun, "ERROR", e.what());  // CI still gets an errored junit.xml
     }
-    return std::nullopt;
-  }
-
-  // 2. Output directory, resume state.
-  std::optional<int> open_results() {
-    std::error_code ec;
-    fs::create_directories(c_.out_dir, ec);
-    if (ec) {
-      std::fprintf(stderr, "dsv4-eval gsm8k: cannot create --out '%s': %s\n", c_.out_dir.c_str(),
-                   ec.message().c_str());
-      return kExitCouldNotRun;
-    }
-    results_path_ = (fs::path(c_.out_dir) / "results.jsonl").string();
-    accept_path_ = (fs::path(c_.out_dir) / "server_accept.jsonl").string();
-    bool dropped_tail = false;
-    if (c_.resume) {
-      try {
-        dropped_tail = read_previous();
-      } catch (const LogError& e) {
-        std::fprintf(stderr, "dsv4-eval gsm8k: cannot resume: %s\n", e.what());
-        return kExitUsage;
-      }
-    } else {
-      fs::remove(accept_path_, ec);
-    }
-    if (auto e = log_.open(results_path_, c_.resume); !e.empty()) {
-      std::fprintf(stderr, "dsv4-eval gsm8k: %s\n", e.c_str());
-      return kExitCouldNotRun;
-    }
-    resumed_ = done_.size();
     report_.context = {{"url", c_.url},
                        {"api", to_string(c_.api)},
                        {"data", data_path_},
@@ -262,16 +287,41 @@ class Gsm8kRun {
                        {"parallel", std::to_string(c_.parallel)},
                        {"stream", c_.stream ? "yes" : "no"},
                        {"command", c_.command_line}};
-    if (resumed_ > 0 || dropped_tail)
+    return interrupted("the data loading");
+  }
+
+  // 2. --resume: the answers and settings of the run in --out (read only; exit 2 when they do
+  // not belong to this run).
+  std::optional<int> read_resume() {
+    results_path_ = (fs::path(c_.out_dir) / "results.jsonl").string();
+    accept_path_ = (fs::path(c_.out_dir) / "server_accept.jsonl").string();
+    if (!c_.resume) return std::nullopt;
+    try {
+      recorded_settings_ = read_run_settings(c_.out_dir);
+      read_previous();
+    } catch (const LogError& e) {
+      say(std::string("cannot resume: ") + e.what());
+      return kExitUsage;
+    } catch (const std::runtime_error& e) {
+      say(std::string("cannot resume: ") + e.what());
+      return kExitUsage;
+    }
+    resumed_ = done_.size();
+    if (auto code = check_settings(false)) return code;
+    if (recorded_settings_.is_null() && resumed_ > 0)
+      report_.notes.push_back(
+          "the resumed run recorded no settings.json: its settings were not "
+          "compared with this run's");
+    if (resumed_ > 0 || dropped_tail_)
       report_.notes.push_back("resumed: " + std::to_string(resumed_) + " answers read from " +
                               results_path_ +
-                              (dropped_tail ? " (an interrupted last line dropped)" : ""));
+                              (dropped_tail_ ? " (an interrupted last line dropped)" : ""));
     return std::nullopt;
   }
 
-  // Reads results.jsonl of the interrupted run into done_; returns whether a half-written last
-  // line was dropped. Throws LogError for records that do not belong to this run.
-  bool read_previous() {
+  // Reads results.jsonl of the interrupted run into done_ (and its failed questions). Throws
+  // LogError for records that do not belong to this run.
+  void read_previous() {
     const size_t n = records_.size();
     JsonlContents prev = read_jsonl(results_path_);
     for (size_t k = 0; k < prev.records.size(); ++k) {
@@ -288,11 +338,25 @@ class Gsm8kRun {
                        "' differs from this run's prompt for question " + std::to_string(i) +
                        " ('" + hashes_[i] +
                        "'): data, shots or prompt format changed; use a fresh --out");
-      if (r.contains("error")) continue;  // failed before: asked again
+      if (r.contains("error")) {  // failed before: asked again, failed until answered
+        if (!done_.count(i)) inv_.failed_questions.insert(i);
+        continue;
+      }
       done_[i] = r;
+      inv_.failed_questions.erase(i);
     }
-    if (prev.dropped_tail) truncate_file(results_path_, prev.good_bytes);
-    return prev.dropped_tail;
+    dropped_tail_ = prev.dropped_tail;
+    good_bytes_ = prev.good_bytes;
+  }
+
+  HttpRequest server_request(const std::string& method, const std::string& path) const {
+    HttpRequest r;
+    r.method = method;
+    r.url = c_.url + path;
+    r.timeout_s = c_.timeout_s;
+    r.max_attempts = c_.retries + 1;
+    r.backoff_s = c_.backoff_s;
+    return r;
   }
 
   // 3. The server: open files for the connections, the key, the flush (also the reachability
@@ -307,14 +371,16 @@ class Gsm8kRun {
     incremental_ = c_.incremental_stream;
     if (done_.size() == records_.size()) return std::nullopt;  // nothing left to ask
     if (auto e = check_open_file_limit(size_t(c_.parallel), "--parallel"); !e.empty()) {
-      std::fprintf(stderr, "dsv4-eval gsm8k: %s\n", e.c_str());
+      say(e);
       return kExitUsage;
     }
     if (c_.flush_cache) {
       if (auto code = flush()) return code;
     }
     if (c_.api != Api::kSglang && gp_.model.empty()) {
-      const HttpResult r = get_json(c_.url + "/v1/models", 3, c_.backoff_s);
+      const HttpResult r =
+          http_fetch(server_request("GET", "/v1/models"), "GET " + c_.url + "/v1/models");
+      if (auto code = interrupted("GET /v1/models")) return code;
       if (auto refusal = api_key_refusal(r); !refusal.empty()) return stop_early(refusal);
       const json j = json::parse(r.ok() ? r.body : "", nullptr, false);
       if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
@@ -323,6 +389,7 @@ class Gsm8kRun {
       if (gp_.model.empty()) gp_.model = "default";
     }
     if (!gp_.model.empty()) report_.context.push_back({"model", gp_.model});
+    if (auto code = check_settings(true)) return code;
     if (c_.api == Api::kSglang && c_.stream && !c_.incremental_stream) {
       // /server_info says whether /generate streams deltas (--incremental-streaming-output).
       AcceptInfo info;
@@ -331,20 +398,19 @@ class Gsm8kRun {
         report_.notes.push_back(
             "the server streams incremental text (incremental_streaming_output in /server_info)");
       }
+      if (auto code = interrupted("GET /server_info")) return code;
     }
     return std::nullopt;
   }
 
-  // POST /flush_cache so the server's accept counters cover exactly this run.
+  // POST /flush_cache so the server's accept counters cover exactly this run; every attempt
+  // under --timeout, a line on stderr while it waits.
   std::optional<int> flush() {
     std::string last;
     for (int attempt = 0; attempt < 5; ++attempt) {
-      HttpRequest r;
-      r.url = c_.url + "/flush_cache";
-      r.timeout_s = 60;
-      r.max_attempts = c_.retries + 1;
-      r.backoff_s = c_.backoff_s;
-      const HttpResult res = http_fetch(std::move(r));
+      const HttpResult res =
+          http_fetch(server_request("POST", "/flush_cache"), "POST " + c_.url + "/flush_cache");
+      if (auto code = interrupted("POST /flush_cache")) return code;
       if (res.ok()) {
         flushed_ = true;
         return std::nullopt;
@@ -354,7 +420,8 @@ class Gsm8kRun {
       if (auto refusal = api_key_refusal(res); !refusal.empty()) return stop_early(refusal);
       last = res.error_message;
       if (res.status != 400) break;  // 400: requests still running on the server; wait a little
-      ::usleep(1000 * 1000);
+      say("POST /flush_cache answered 400 (requests still running on the server); again in 1 s");
+      for (int k = 0; k < 10 && !stop_signal(); ++k) ::usleep(100 * 1000);
     }
     report_.notes.push_back("flush_cache failed (" + last +
                             "); server accept length may include earlier requests");
@@ -365,7 +432,7 @@ class Gsm8kRun {
   std::string server_info(AcceptInfo& info) {
     std::string err;
     for (const char* path : {"/server_info", "/get_server_info"}) {
-      const HttpResult res = get_json(c_.url + path, c_.retries + 1, c_.backoff_s);
+      const HttpResult res = http_fetch(server_request("GET", path), "GET " + c_.url + path);
       if (res.ok()) return parse_server_info(res.body, info);
       err = res.error_message;
       if (res.status != 404) break;
@@ -373,7 +440,39 @@ class Gsm8kRun {
     return err;
   }
 
-  // 4. The request loop: every question not answered yet, --parallel in flight.
+  // 4. --out: an earlier run replaced (--overwrite), results.jsonl opened (appended on
+  // --resume, a cut last line dropped first), settings.json recorded.
+  std::optional<int> open_results() {
+    std::error_code ec;
+    if (keep_out_) {
+      if (auto e = clear_run_folder(c_.out_dir); !e.empty()) {
+        say(e);
+        return kExitCouldNotRun;
+      }
+      keep_out_ = false;
+    }
+    fs::create_directories(c_.out_dir, ec);
+    if (ec) {
+      say("cannot create --out '" + c_.out_dir + "': " + ec.message());
+      return kExitCouldNotRun;
+    }
+    if (dropped_tail_) truncate_file(results_path_, good_bytes_);
+    if (!c_.resume) fs::remove(accept_path_, ec);
+    if (auto e = log_.open(results_path_, c_.resume); !e.empty()) {
+      say(e);
+      return kExitCouldNotRun;
+    }
+    if (!c_.resume || recorded_settings_.is_null()) {
+      std::string err;
+      if (!write_run_settings(c_.out_dir, redact_json(settings_now(true)), &err)) {
+        say(err);
+        return kExitCouldNotRun;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // 5. The request loop: every question not answered yet, --parallel in flight.
   void ask() {
     const size_t n = records_.size();
     inv_.resumed = resumed_;
@@ -408,7 +507,11 @@ class Gsm8kRun {
         };
       }
       r.on_done = [&, i](HttpResult& res) {
-        if (res.error == HttpErrorKind::kCancelled) return;
+        count_attempt_errors(res);
+        if (res.error == HttpErrorKind::kCancelled) {
+          if (res.attempts > 0) ++cancelled_in_flight_;
+          return;
+        }
         ++inv_.requests;
         inv_.retries += size_t(std::max(0, res.attempts - 1));
         json rec;
@@ -420,6 +523,7 @@ class Gsm8kRun {
           ++answered_so_far;
           if (rec.value("correct", false)) ++correct_so_far;
           done_[i] = rec;
+          inv_.failed_questions.erase(i);
         } else {
           rec = {{"index", i},
                  {"prompt_sha256", hashes_[i]},
@@ -429,12 +533,15 @@ class Gsm8kRun {
                  {"attempts", res.attempts}};
           ++failed_now_;
           inv_.errors[to_string(res.error)]++;
+          inv_.failed_questions.insert(i);
         }
-        if (!log_.write(rec)) stop(client, "cannot write " + results_path_);
-        if (auto refusal = api_key_refusal(res); !refusal.empty()) stop(client, refusal);
+        if (!log_.write(rec)) stop(client, "cannot write " + results_path_, true);
+        if (auto refusal = api_key_refusal(res); !refusal.empty()) stop(client, refusal, true);
         if (failed_now_ > c_.max_failed)
-          stop(client, std::to_string(failed_now_) + " request(s) failed (allowed: --max-failed " +
-                           std::to_string(c_.max_failed) + "); last: " + res.error_message);
+          stop(client,
+               std::to_string(failed_now_) + " request(s) failed (allowed: --max-failed " +
+                   std::to_string(c_.max_failed) + "); last: " + res.error_message,
+               false);
         parsed[i] = Completion{};
         streams[i].reset();
       };
@@ -443,46 +550,68 @@ class Gsm8kRun {
     inv_.submitted = client.pending();
     const double cpu0 = thread_cpu_seconds();
     const double wall0 = monotonic_seconds();  // after data, download and flush: requests only
-    {
-      StopSignals signals;
-      client.run(
-          [&] {
-            progress.update(answered_so_far, correct_so_far, monotonic_seconds() - wall0);
-            if (g_signal)
-              stop(client,
-                   std::string("interrupted by ") + (g_signal == SIGINT ? "SIGINT" : "SIGTERM") +
-                       "; finished answers are in " + results_path_ + " (--resume continues)");
-          },
-          0.1);
-    }
+    client.run(
+        [&] {
+          progress.update(answered_so_far, correct_so_far, monotonic_seconds() - wall0);
+          if (stop_signal())
+            stop(client,
+                 "interrupted by " + stop_signal_name() + "; finished answers are in " +
+                     results_path_ + " (--resume continues)",
+                 false);
+          // The requests in flight had --stop-grace to finish; a second signal ends them now.
+          if (aborted_ && client.running() > 0 &&
+              (stop_signal_count() > 1 || monotonic_seconds() >= drain_until_))
+            client.cancel_all();
+        },
+        0.1);
     progress.finish(answered_so_far, correct_so_far, monotonic_seconds() - wall0);
     inv_.wall_s = monotonic_seconds() - wall0;
     inv_.cpu_s = thread_cpu_seconds() - cpu0;
     log_.close();
   }
 
-  void stop(HttpClient& client, const std::string& why) {
-    if (aborted_) return;
-    aborted_ = true;
-    abort_reason_ = why;
-    client.cancel_all();
+  // Failed attempts by cause (HTTP status, connect, time-out, abort, ...), retried or final.
+  void count_attempt_errors(const HttpResult& res) {
+    for (const auto& cause : res.attempt_causes) inv_.attempt_causes[cause]++;
   }
 
-  // 5. Server-side accept length after the run, every DP rank, one row per invocation.
-  void read_server_accept() {
-    if (inv_.requests == 0 || aborted_) return;
-    AcceptInfo ai;
-    if (auto err = server_info(ai); !err.empty()) {
-      accept_note_ = "server info unavailable: " + err;
-      return;
+  // Ends the run: nothing more is sent; the requests in flight get --stop-grace seconds to
+  // finish (their answers are kept and the server's counters then cover exactly the answers
+  // recorded) unless `at_once`.
+  void stop(HttpClient& client, const std::string& why, bool at_once) {
+    if (!aborted_) {
+      aborted_ = true;
+      abort_reason_ = why;
+      client.cancel_queued();
+      drain_until_ = monotonic_seconds() + c_.stop_grace_s;
+      if (!at_once && client.running() > 0)
+        say("stopping (" + why + "): waiting up to " + format_number(c_.stop_grace_s) +
+            " s (--stop-grace) for the " + std::to_string(client.running()) +
+            " request(s) in flight; a second signal cancels them");
     }
+    if (at_once) client.cancel_all();
+  }
+
+  // 6. The server's accept counters for this invocation, read at its end or at its stop, one
+  // row per invocation; a row that could not be read says why (the figure is then partial).
+  void read_server_accept() {
+    if (inv_.requests == 0) return;
     json row = {{"completion_tokens", inv_.completion_tokens},
                 {"flushed", flushed_},
                 {"per_rank", json::array()}};
-    for (const auto& v : ai.per_rank) row["per_rank"].push_back(v ? json(*v) : json(nullptr));
-    if (ai.decode_servers > 0)
-      report_.notes.push_back("router: accept length of the first of " +
-                              std::to_string(ai.decode_servers) + " decode server(s)");
+    if (aborted_) row["stopped"] = abort_reason_;
+    if (cancelled_in_flight_ > 0) row["cancelled_in_flight"] = cancelled_in_flight_;
+    AcceptInfo ai;
+    if (auto err = server_info(ai); !err.empty()) {
+      row["unread"] = err;
+      row.erase("per_rank");
+      if (!aborted_) accept_note_ = "server info unavailable: " + err;
+    } else {
+      for (const auto& v : ai.per_rank) row["per_rank"].push_back(v ? json(*v) : json(nullptr));
+      if (ai.decode_servers > 0)
+        report_.notes.push_back("router: accept length of the first of " +
+                                std::to_string(ai.decode_servers) + " decode server(s)");
+    }
     JsonlWriter w;
     if (w.open(accept_path_, true).empty()) w.write(row);
   }
@@ -507,7 +636,7 @@ class Gsm8kRun {
       report_.notes.push_back("cannot append to --result-file " + c_.result_file);
   }
 
-  // 6. Metrics (combined over invocations), gates and the reports.
+  // 7. Metrics (combined over invocations), gates and the reports.
   int report_and_gate() {
     std::vector<json> accept_rows;
     try {
@@ -539,6 +668,13 @@ class Gsm8kRun {
                               "never as invalid ones");
     print_bench_sglang_lines(s.metrics);
     report_.gates = evaluate_gates(c_.gates, s.metrics, s.missing);
+    // A gate on a server accept length that covers only part of the answers says so.
+    for (auto& g : report_.gates)
+      if (s.accept_status == "partial" && g.gate.metric.rfind("accept_length", 0) == 0) {
+        g.detail += " (" + s.accept_detail + ")";
+        say("warning: gate '" + g.gate.text +
+            "' is judged on a partial accept length: " + s.accept_detail);
+      }
     const bool pass = all_pass(report_.gates);
     return finish(pass ? kExitPass : kExitGateFailed, pass ? "PASS" : "FAIL", "");
   }

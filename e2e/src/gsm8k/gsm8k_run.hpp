@@ -36,10 +36,13 @@ struct Gsm8kConfig {
   std::vector<Gate> gates;
   std::string out_dir;
   bool resume = false;
+  bool overwrite = false;               // replace the run already in out_dir
+  bool allow_changed_settings = false;  // resume although settings.json records other settings
   double timeout_s = 600;
   int retries = 3;
   double backoff_s = 0.5;
-  size_t max_failed = 0;  // more final request failures than this: exit 3
+  size_t max_failed = 0;     // more final request failures than this: exit 3
+  double stop_grace_s = 10;  // a run that stops lets the requests in flight finish this long
   double progress_interval_s = 30;
   bool flush_cache = true;
   std::string command_line;
@@ -49,7 +52,9 @@ struct Gsm8kConfig {
 const std::vector<std::string>& gsm8k_metric_names();
 bool is_gsm8k_metric(const std::string& name);
 
-// Runs the evaluation and writes results.jsonl, report.json, report.md, junit.xml into out_dir.
+// Runs the evaluation and writes results.jsonl, settings.json, server_accept.jsonl, report.json,
+// report.md, junit.xml into out_dir (refusing, exit 2, a folder that holds another run unless
+// resume or overwrite).
 // Returns an Exit code (command.hpp); problems are explained on stderr and in the reports.
 int run_gsm8k(const Gsm8kConfig& cfg);
 

@@ -48,7 +48,7 @@ std::string fetch_cached(const std::string& url, const std::string& sha256,
   r.timeout_s = timeout_s;
   r.max_attempts = 4;
   r.backoff_s = 1;
-  HttpResult res = http_fetch(std::move(r));
+  HttpResult res = http_fetch(std::move(r), "GET " + url);
   if (!res.ok()) throw DownloadError("cannot download " + url + ": " + res.error_message);
   const std::string got = sha256_hex(res.body);
   if (!sha256.empty() && got != sha256)

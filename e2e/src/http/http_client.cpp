@@ -2,6 +2,7 @@
 #include "http/http_client.hpp"
 
 #include "http/process_setup.hpp"
+#include "http/stop_signals.hpp"
 
 #include "common/splitmix64.hpp"
 
@@ -419,6 +420,7 @@ struct HttpClient::Impl {
       return;
     }
     res.attempt_errors.push_back(res.error_message);
+    res.attempt_causes.push_back(attempt_cause(res));
     if (is_retryable(res.error) && res.attempts < t->req.max_attempts) {
       double delay = t->req.backoff_s * std::pow(2.0, res.attempts - 1);
       delay = std::min(delay, t->req.backoff_max_s) * jitter_factor();
@@ -591,11 +593,18 @@ void HttpClient::cancel_all() {
   for (Transfer* t : live) impl_->cancel(t);
 }
 
+void HttpClient::cancel_queued() {
+  std::vector<Transfer*> waiting(impl_->queue.begin(), impl_->queue.end());
+  for (const auto& [due, t] : impl_->delayed) waiting.push_back(t);
+  std::sort(waiting.begin(), waiting.end(), [](Transfer* a, Transfer* b) { return a->id < b->id; });
+  for (Transfer* t : waiting) impl_->cancel(t);
+}
+
 size_t HttpClient::running() const { return impl_->n_running; }
 size_t HttpClient::pending() const { return impl_->queue.size() + impl_->delayed.size(); }
 HttpCounters HttpClient::counters() const { return impl_->counters; }
 
-HttpResult http_fetch(HttpRequest request) {
+HttpResult http_fetch(HttpRequest request, const std::string& waiting_for) {
   HttpClient client(HttpClientOptions{.max_in_flight = 1});
   HttpResult out;
   auto user_done = std::move(request.on_done);
@@ -603,8 +612,31 @@ HttpResult http_fetch(HttpRequest request) {
     if (user_done) user_done(r);
     out = std::move(r);
   };
+  const double timeout_s = request.timeout_s;
+  const int attempts = request.max_attempts;
   client.submit(std::move(request));
-  client.run();
+  const double t0 = monotonic_seconds();
+  double next_note = t0 + 5;
+  bool interrupted = false;
+  const int signals_before = stop_signal_count();
+  client.run(
+      [&] {
+        if (stop_signal_count() > signals_before && !interrupted) {
+          interrupted = true;
+          client.cancel_all();
+        }
+        const double now = monotonic_seconds();
+        if (waiting_for.empty() || interrupted || now < next_note) return;
+        next_note = now + 15;
+        std::fprintf(stderr,
+                     "dsv4-eval: waiting for %s: no answer after %.0f s (--timeout %g s "
+                     "per attempt, %d attempt(s))\n",
+                     redact(waiting_for).c_str(), now - t0, timeout_s, attempts);
+        std::fflush(stderr);
+      },
+      0.1);
+  if (interrupted && out.error == HttpErrorKind::kCancelled)
+    out.error_message = "interrupted by " + stop_signal_name() + ": " + out.error_message;
   return out;
 }
 

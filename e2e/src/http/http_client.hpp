@@ -53,6 +53,11 @@ enum class HttpErrorKind {
 };
 const char* to_string(HttpErrorKind kind);
 bool is_retryable(HttpErrorKind kind);
+struct HttpResult;
+// A failed attempt's cause in a word or two, for counts in reports: "HTTP 503" (any status the
+// server answered), "HTTP-200 abort" (SGLang's finish_reason abort), "connect", "timeout",
+// "transport", "invalid response", "bad request", "cancelled".
+std::string attempt_cause(const HttpResult& attempt);
 
 // Monotonic clock in seconds (steady_clock); every time in this header is on this clock.
 
@@ -79,6 +84,7 @@ struct HttpResult {
   double first_byte_s = 0;     // first body byte of the last attempt (0 if none)
   double end_s = 0;            // when the request finished (success or final failure)
   std::vector<std::string> attempt_errors;  // one line per failed attempt, in order
+  std::vector<std::string> attempt_causes;  // the same attempts' causes (attempt_cause)
   bool ok() const { return error == HttpErrorKind::kNone; }
 };
 
@@ -143,6 +149,9 @@ class HttpClient {
   // next run()/run_for() step). Unknown or finished ids are ignored.
   void cancel(uint64_t id);
   void cancel_all();
+  // Cancels what is queued or waiting to retry; transfers on the wire go on (a run that stops
+  // lets them finish).
+  void cancel_queued();
 
   size_t running() const;  // transfers on the wire
   size_t pending() const;  // queued or waiting to retry
@@ -155,6 +164,11 @@ class HttpClient {
 };
 
 // Blocking single request (its own client); for one-off calls such as /flush_cache or downloads.
-HttpResult http_fetch(HttpRequest request);
+// A SIGINT/SIGTERM that StopSignals (stop_signals.hpp) records while it waits cancels it
+// (kCancelled, the message naming the signal); one recorded before it started does not (a run
+// that stops still reads the server's counters). With `waiting_for` set ("POST
+// http://.../flush_cache"), a request still unanswered after 5 s prints one line on stderr saying
+// what it waits for, then one every 15 s.
+HttpResult http_fetch(HttpRequest request, const std::string& waiting_for = "");
 
 }  // namespace dsv4::eval

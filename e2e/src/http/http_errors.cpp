@@ -43,4 +43,20 @@ bool is_retryable(HttpErrorKind kind) {
   }
 }
 
+std::string attempt_cause(const HttpResult& r) {
+  switch (r.error) {
+    case HttpErrorKind::kHttp5xx:
+    case HttpErrorKind::kHttp429:
+    case HttpErrorKind::kHttp4xx:
+      return "HTTP " + std::to_string(r.status);
+    case HttpErrorKind::kInvalid:
+      return r.error_message.find("aborted the request") != std::string::npos ? "HTTP-200 abort"
+                                                                              : "invalid response";
+    case HttpErrorKind::kRequest:
+      return "bad request";
+    default:
+      return to_string(r.error);
+  }
+}
+
 }  // namespace dsv4::eval

@@ -72,6 +72,17 @@ void compare_with_previous(Comparison& cur, const Comparison& prev, const DropLi
       if (g.detail == "no previous result") g.detail = "not gated in the previous run";
     }
     if (!before) continue;
+    for (const auto& [kind, why] : before->not_measured)
+      cur.notes.push_back("{" + row.name + "} " + kind +
+                          ": no comparison with the previous run, which is not a completed "
+                          "measurement (" +
+                          before->runs.at(kind).path + ", " + why + ")");
+    for (const auto& [kind, why] : row.not_measured)
+      if (before->runs.count(kind))
+        cur.notes.push_back("{" + row.name + "} " + kind +
+                            ": no comparison with the previous run: this run is not a completed "
+                            "measurement (" +
+                            why + ")");
     for (const auto& c : cur.columns) {
       auto now = row.values.find(c.key);
       auto was = before->values.find(c.key);

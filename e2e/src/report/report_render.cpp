@@ -34,11 +34,19 @@ std::string change_text(const MetricChange& ch) {
 }
 
 std::string gates_cell(const Row& r) {
-  if (r.gates_total == 0) return "-";
+  std::string not_measured;
+  for (const auto& [kind, why] : r.not_measured)
+    not_measured += (not_measured.empty() ? "" : ", ") + kind + " " +
+                    (r.runs.at(kind).status.empty() ? "?" : r.runs.at(kind).status);
+  if (!not_measured.empty()) not_measured = "**not measured: " + md_cell(not_measured) + "**";
+  if (r.gates_total == 0) return not_measured.empty() ? "-" : not_measured;
+  if (!not_measured.empty()) not_measured += "; ";
   const size_t failed = r.failed_gates.size();
   if (failed == 0)
-    return "pass " + std::to_string(r.gates_total) + "/" + std::to_string(r.gates_total);
-  return "**" + std::to_string(failed) + " failed** of " + std::to_string(r.gates_total);
+    return not_measured + "pass " + std::to_string(r.gates_total) + "/" +
+           std::to_string(r.gates_total);
+  return not_measured + "**" + std::to_string(failed) + " failed** of " +
+         std::to_string(r.gates_total);
 }
 
 json number_or_null(const std::map<std::string, double>& m, const std::string& k) {
@@ -168,6 +176,9 @@ json render_json(const RenderInput& in) {
     json runs = json::object();
     for (const auto& [kind, run] : r.runs) runs[kind] = run.path;
     row["runs"] = runs;
+    json not_measured = json::object();
+    for (const auto& [kind, why] : r.not_measured) not_measured[kind] = why;
+    row["not_measured"] = not_measured;
     json values = json::object(), speedups = json::object(), changes = json::object();
     for (const auto& col : c.columns) {
       values[col.key] = number_or_null(r.values, col.key);

@@ -72,6 +72,11 @@ std::optional<std::string> RunRecord::label(const std::string& key) const {
   return std::nullopt;
 }
 
+std::string RunRecord::status_text() const {
+  return "status " + (status.empty() ? std::string("none") : status) +
+         (error.empty() ? std::string() : ": " + error);
+}
+
 bool looks_like_run(const json& j) {
   if (!j.is_object()) return false;
   if (j.value("kind", "") == "comparison-report") return false;
@@ -121,6 +126,8 @@ RunRecord parse_run(const json& j, const std::string& path) {
     if (!j["gates"].is_array()) throw ReportError(path + ": \"gates\" must be an array");
     for (const auto& g : j["gates"]) r.gates.push_back(parse_gate(g, path));
   }
+  if (j.contains("status") && j["status"].is_string()) r.status = j["status"];
+  if (j.contains("error") && j["error"].is_string()) r.error = j["error"];
   for (const char* k : {"timestamp", "started_at", "created_at"})
     if (j.contains(k) && j[k].is_string()) {
       r.when = j[k];
@@ -154,6 +161,10 @@ std::vector<RunRecord> collect_runs(const std::vector<std::string>& paths,
         try {
           j = read_json(f);
         } catch (const ReportError& e) {
+          if (f.filename() == "report.json")  // a run's own report: never silently left out
+            throw ReportError(
+                std::string(e.what()) +
+                " (a run folder's report.json; remove the folder or repair the file)");
           if (warnings) warnings->push_back(std::string(e.what()) + " (skipped)");
           continue;
         }

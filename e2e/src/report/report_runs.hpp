@@ -11,6 +11,9 @@
 //    group-by key found in neither is looked up in "context" and then among top-level strings.
 //  - gates: "gates", each with metric, op, threshold, value, pass (or verdict "pass").
 //  - when: "timestamp" / "started_at" / "created_at" if present (text, for display only).
+//  - status: "status" (PASS, FAIL or ERROR as the runners write it) and "error". Only PASS, FAIL
+//    and a file without a status (a bench_serving-style record) are completed measurements; any
+//    other run (ERROR: interrupted, failed requests, could not run) is listed, never compared.
 #pragma once
 
 #include <filesystem>
@@ -48,6 +51,13 @@ struct RunRecord {
   std::map<std::string, double> metrics;
   std::vector<GateOutcome> gates;
   std::string when;
+  std::string status;  // "PASS", "FAIL", "ERROR", ... ("" when the file has none)
+  std::string error;   // why a run with status ERROR did not complete
+
+  // PASS, FAIL or no status: a completed measurement, its numbers may be compared and charted.
+  bool measured() const { return status.empty() || status == "PASS" || status == "FAIL"; }
+  // "status ERROR: why" for a run that is not a measurement.
+  std::string status_text() const;
 
   // The value of configuration key `key`: labels first, then the fallback fields.
   std::optional<std::string> label(const std::string& key) const;
@@ -62,7 +72,8 @@ RunRecord load_run(const std::filesystem::path& file);
 bool looks_like_run(const nlohmann::json& j);
 // Runs named on the command line: files are loaded (and must be runs); directories are searched
 // recursively for *.json run reports, in sorted path order (a file there that is not valid JSON is
-// skipped with a line in `warnings`). Throws ReportError.
+// skipped with a line in `warnings`, except a report.json: a run folder's report that cannot be
+// read is an error). Throws ReportError.
 std::vector<RunRecord> collect_runs(const std::vector<std::string>& paths,
                                     std::vector<std::string>* warnings = nullptr);
 

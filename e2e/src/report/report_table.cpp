@@ -122,12 +122,13 @@ std::optional<double> column_value(const Row& row, const Column& c) {
     const size_t colon = src.find(':');
     if (colon != std::string::npos) {
       auto run = row.runs.find(src.substr(0, colon));
-      if (run == row.runs.end()) continue;
+      if (run == row.runs.end() || !run->second.measured()) continue;
       auto m = run->second.metrics.find(src.substr(colon + 1));
       if (m != run->second.metrics.end()) return m->second;
     } else {
       for (const auto& [kind, run] : row.runs)
-        if (auto m = run.metrics.find(src); m != run.metrics.end()) return m->second;
+        if (auto m = run.metrics.find(src); run.measured() && m != run.metrics.end())
+          return m->second;
     }
   }
   return std::nullopt;
@@ -191,6 +192,12 @@ Comparison build_comparison(const std::vector<RunRecord>& runs, const Comparison
       throw ReportError("two " + run.kind + " runs for configuration {" + row.name +
                         "}: " + it->second.path + " and " + run.path);
     row.runs.emplace(run.kind, run);
+    if (!run.measured()) {
+      row.not_measured[run.kind] = run.status_text();
+      cmp.notes.push_back("{" + row.name + "} " + run.kind + " run " + run.path +
+                          " is not a completed measurement (" + run.status_text() +
+                          "): left out of the values, speedups, comparisons and charts");
+    }
     for (const auto& g : run.gates) {
       ++row.gates_total;
       if (!g.pass) row.failed_gates.push_back({run.path, run.kind, g, "", ""});

@@ -73,6 +73,9 @@ struct Row {
   bool has_previous = false;
   int gates_total = 0;
   std::vector<GateRef> failed_gates;
+  // Runs of this row that are not completed measurements (RunRecord::measured): kind -> status
+  // text. Their numbers are in no value, speedup, change or chart.
+  std::map<std::string, std::string> not_measured;
 };
 
 struct ComparisonOptions {

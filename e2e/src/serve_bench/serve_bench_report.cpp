@@ -55,7 +55,8 @@ RunReport base_report(const ServeBenchJob& job) {
   rep.context = {
       {"url", job.bench.url},
       {"backend", "sglang"},
-      {"dataset", w.dataset + " (input_ids): input " + std::to_string(w.input_len) + ", output " +
+      {"dataset", w.dataset + (job.bench.tokenize_prompt ? " (input_ids)" : " (text)") +
+                      ": input " + std::to_string(w.input_len) + ", output " +
                       std::to_string(w.output_len) + ", ratio " + format_number(w.range_ratio)},
       {"num prompts", std::to_string(w.num_prompts)},
       {"command", job.command_line}};
@@ -250,7 +251,12 @@ int report_serve_bench(const ServeBenchJob& job, const BenchOutcome& res) {
   rep.extra["special_tokens"] = res.special_tokens;
   rep.extra["result_block"] = block;
 
-  if (res.metrics.failed > job.max_failed) {
+  if (!res.interrupted.empty()) {
+    rep.status = "ERROR";
+    rep.exit_code = kExitCouldNotRun;
+    rep.error = res.interrupted;
+    std::fprintf(stderr, "dsv4-eval serve-bench: %s\n", rep.error.c_str());
+  } else if (res.metrics.failed > job.max_failed) {
     rep.status = "ERROR";
     rep.exit_code = kExitCouldNotRun;
     rep.error = std::to_string(res.metrics.failed) + " of " + std::to_string(res.timings.size()) +

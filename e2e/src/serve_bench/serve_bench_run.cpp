@@ -15,6 +15,7 @@
 #include "http/http_client.hpp"
 #include "http/process_setup.hpp"
 #include "http/server_api.hpp"
+#include "http/stop_signals.hpp"
 #include "serve_bench/bpe_decoder.hpp"
 #include "serve_bench/bpe_encoder.hpp"
 #include "serve_bench/sharegpt.hpp"
@@ -112,6 +113,9 @@ struct DriveResult {
   std::vector<RequestTiming> timings;
   std::vector<int64_t> prompt_tokens;  // as the server reported, -1 when absent
   double duration_s = 0;
+  size_t sent = 0;          // jobs sent (the first `sent`, in order)
+  size_t cancelled = 0;     // sent and cancelled by a signal
+  std::string interrupted;  // "interrupted by SIGTERM" when a signal stopped it
 };
 
 class ProgressLine {
@@ -172,34 +176,65 @@ DriveResult drive(const std::string& gen_url, const std::vector<Job>& jobs,
       client.submit(std::move(r));
     }
   };
+  // A signal stops sending and cancels what is in flight; what finished is kept.
+  auto interrupted = [&] {
+    if (!stop_signal() || !out.interrupted.empty()) return !out.interrupted.empty();
+    out.interrupted = "interrupted by " + stop_signal_name();
+    out.sent = next;
+    next = jobs.size();
+    client.cancel_all();
+    return true;
+  };
   submit_due();
   const double tick = paced ? 0.002 : 0.25;
   while (next < jobs.size() || !client.idle()) {
     client.run(
         [&] {
+          if (interrupted()) return;
           submit_due();
           progress.update(done, failed, monotonic_seconds() - t0);
         },
         tick);
-    if (next < jobs.size() && client.idle()) {
+    while (next < jobs.size() && client.idle() && !interrupted()) {
       const double wait = jobs[next].send_at_s - (monotonic_seconds() - t0);
-      if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-      submit_due();
+      if (wait <= 0) break;
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::min(wait, 0.1)));
     }
+    submit_due();
+  }
+  if (out.interrupted.empty()) {
+    out.sent = jobs.size();
+  } else {
+    for (size_t i = 0; i < out.sent; ++i)
+      if (out.timings[i].error.find("cancelled") != std::string::npos) ++out.cancelled;
+    out.timings.resize(out.sent);
+    out.prompt_tokens.resize(out.sent);
   }
   out.duration_s = monotonic_seconds() - t0;
   progress.update(done, failed, out.duration_s, true);
   return out;
 }
 
+// The server's non-generation endpoints: --timeout per attempt when given (else 60 s), a line on
+// stderr while waiting.
+double g_timeout_s = 60;
+std::optional<double> g_timeout_given;
+
 HttpResult get(const std::string& url, const char* method = "GET") {
   HttpRequest r;
   r.method = method;
   r.url = url;
-  r.timeout_s = 60;
+  r.timeout_s = g_timeout_s;
   r.max_attempts = 3;
   r.backoff_s = 0.25;
-  return http_fetch(std::move(r));
+  return http_fetch(std::move(r), std::string(method) + " " + url);
+}
+
+// A signal between the steps ends the run: exit 3 with an errored report.
+void check_signal(const std::string& during) {
+  if (stop_signal())
+    throw BenchError(kExitCouldNotRun,
+                     "interrupted by " + stop_signal_name() + " during " + during);
 }
 
 bool unreachable(const HttpResult& r) {
@@ -216,7 +251,8 @@ void flush(const std::string& base, BenchOutcome& out) {
     }
     out.flush_note = "/flush_cache: " + r.error_message;
     if (r.status != 400) return;  // 400: requests still running; wait for them to drain
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    for (int k = 0; k < 5 && !stop_signal(); ++k)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
@@ -233,10 +269,10 @@ json tokenizer_call(const std::string& base, const char* path, const json& body,
   HttpRequest r;
   r.url = base + path;
   r.body = body.dump();
-  r.timeout_s = 120;
+  r.timeout_s = g_timeout_s;
   r.max_attempts = 3;
   r.backoff_s = 0.25;
-  const HttpResult res = http_fetch(std::move(r));
+  const HttpResult res = http_fetch(std::move(r), "POST " + base + path);
   if (auto refusal = api_key_refusal(res); !refusal.empty())
     throw BenchError(kExitCouldNotRun, refusal);
   if (!res.ok())
@@ -301,9 +337,9 @@ void start_profile(const std::string& base, std::optional<int64_t> num_steps, Be
   json body = json::object();
   if (num_steps) body["num_steps"] = *num_steps;
   r.body = body.dump();
-  r.timeout_s = 120;
+  r.timeout_s = g_timeout_s;
   r.max_attempts = 1;
-  const HttpResult res = http_fetch(std::move(r));
+  const HttpResult res = http_fetch(std::move(r), "POST " + base + "/start_profile");
   if (auto refusal = api_key_refusal(res); !refusal.empty())
     throw BenchError(kExitCouldNotRun, refusal);
   if (!res.ok())
@@ -321,9 +357,9 @@ void stop_profile(const std::string& base, BenchOutcome& out) {
   HttpRequest r;
   r.url = base + "/stop_profile";
   r.body = "{}";
-  r.timeout_s = 600;  // the server writes its trace before answering
+  r.timeout_s = g_timeout_given.value_or(600);  // the server writes its trace before answering
   r.max_attempts = 1;
-  const HttpResult res = http_fetch(std::move(r));
+  const HttpResult res = http_fetch(std::move(r), "POST " + base + "/stop_profile");
   out.profile_note += res.ok() ? "; POST /stop_profile after them"
                                : "; POST /stop_profile failed: " + res.error_message;
 }
@@ -353,6 +389,8 @@ void read_accept_length(const std::string& base, BenchOutcome& out) {
 
 BenchOutcome run_serve_bench(const BenchOptions& o) {
   BenchOutcome out;
+  g_timeout_given = o.control_timeout_s;
+  g_timeout_s = o.control_timeout_s.value_or(60);
   std::string base;
   try {
     base = normalize_base_url(o.url);
@@ -429,7 +467,9 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
   } catch (const std::runtime_error& e) {  // the local tokenizer cannot encode a text
     throw BenchError(kExitUsage, e.what());
   }
+  check_signal("the workload's preparation");
   check_server(base);
+  check_signal("GET /server_info");
   if (o.tokenize_prompt) {
     out.prompt_form = "input_ids (--tokenize-prompt)";
   } else if (local) {
@@ -464,21 +504,30 @@ BenchOutcome run_serve_bench(const BenchOptions& o) {
     std::vector<Job> warm(size_t(o.warmup_requests),
                           Job{&reqs[0], std::min<int64_t>(reqs[0].output_len, 32), 0.0});
     ProgressLine p(o.progress, warm.size(), "warmup");
+    check_signal("the prompts' decoding");
     const DriveResult d = drive(gen_url, warm, std::nullopt, o.request_timeout_s, false, p);
+    check_signal("the warmup");
     for (const auto& t : d.timings) (t.success ? out.warmup_ok : out.warmup_failed) += 1;
     if (out.warmup_ok == 0)
       throw BenchError(kExitCouldNotRun,
                        "every warmup request failed; the first: " + d.timings[0].error);
   }
   if (o.flush_cache) flush(base, out);
+  check_signal("POST /flush_cache");
   if (o.profile) start_profile(base, o.profile_num_steps, out);
+  check_signal("POST /start_profile");
 
   std::vector<Job> jobs;
   for (const auto& r : reqs) jobs.push_back({&r, r.output_len, r.send_at_s});
   ProgressLine p(o.progress, jobs.size(), "run");
   DriveResult d =
       drive(gen_url, jobs, o.max_concurrency, o.request_timeout_s, w.request_rate.has_value(), p);
-  for (size_t i = 0; i < reqs.size(); ++i) {
+  if (!d.interrupted.empty())
+    out.interrupted = d.interrupted + " after " + std::to_string(d.sent) + " of " +
+                      std::to_string(reqs.size()) + " timed requests were sent (" +
+                      std::to_string(d.cancelled) +
+                      " cancelled in flight); the metrics cover the requests sent";
+  for (size_t i = 0; i < d.timings.size(); ++i) {
     const RequestTiming& t = d.timings[i];
     out.requested_output.push_back(reqs[i].output_len);
     if (!t.success) {

@@ -53,6 +53,9 @@ struct BenchOptions {
   std::optional<int64_t> max_concurrency;
   int64_t warmup_requests = 1;
   double request_timeout_s = 6 * 3600.0;  // per request, as bench_serving's session timeout
+  // Every other request (tokenizer endpoints, flush, /server_info, profiler), per attempt:
+  // --timeout when given; unset, 60 s (600 s for /stop_profile, which writes the trace first).
+  std::optional<double> control_timeout_s;
   bool flush_cache = true;
   bool tokenize_prompt = false;  // send input_ids (bench_serving's --tokenize-prompt), not text
   bool progress = true;          // a line on stderr every few seconds (live on a terminal)
@@ -86,6 +89,7 @@ struct BenchOutcome {
   std::vector<std::optional<double>> accept_per_rank;
   std::string accept_note;          // "speculative decoding off", or why it could not be read
   std::vector<std::string> errors;  // distinct request errors, the first few
+  std::string interrupted;  // a signal stopped the timed requests: what was sent, what finished
 };
 
 // The /generate body of one benchmark request: "text" when req.as_text, else "input_ids".
