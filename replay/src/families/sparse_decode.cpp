@@ -2,6 +2,7 @@
 // unsplit or as split partials merged by split_combine, within the derived fp64 tolerance.
 #include "dsv4/cases/sparse_decode.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -69,6 +70,25 @@ kern::Cache device_cache(const fx::DeviceTensors& d, const std::string& p) {
 int64_t splits_of(const fx::Tensors& in) {
   return in.count("splits") ? input(in, "splits").item<int64_t>("in.splits") : 0;
 }
+// The partials a case stores (its in.splits when it names them; none for decode()'s own choice).
+int64_t stored_splits(const fx::Tensors& in) { return std::max<int64_t>(splits_of(in), 0); }
+// in.splits = -1: decode() with a workspace picks its splits
+// (kernels::sparse_decode::decode_splits).
+bool auto_splits(const fx::Tensors& in) { return splits_of(in) == -1; }
+
+// The launcher's Args of a case's sizes alone (the workspace and the split choice need no data).
+kern::Args sized_args(const fx::Tensors& in) {
+  kern::Args a;
+  const st::Tensor& q = input(in, "q");
+  a.B = int64_t(q.shape.at(0));
+  a.H = int64_t(q.shape.at(1));
+  a.main.K = int64_t(input(in, "indices").shape.at(1));
+  if (in.count("extra_pool")) {
+    a.extra.pool = input(in, "extra_pool").data.data();
+    a.extra.K = int64_t(input(in, "extra_indices").shape.at(1));
+  }
+  return a;
+}
 
 }  // namespace
 
@@ -81,7 +101,7 @@ fx::Vars SparseDecodeShape::vars() const {
         .add("Ke", int64_t(s.Ke))
         .add("Pe", s.extra_page_size);
   if (splits) v.add("S", splits);
-  return v.flag("rope", rope);
+  return v.flag("auto-splits", auto_splits).flag("rope", rope);
 }
 
 fx::SparseCase sparse_case_of(const fx::Tensors& in) {
@@ -175,6 +195,10 @@ SparseDecodeShape SparseDecodeShape::from_vars(fx::VarsReader& r) {
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == extra) e = KvLayout(i);
   SparseDecodeShape s = spread_shape(B, H, K, layout, P, splits, Ke, e, Pe);
+  s.auto_splits = r.flag("auto-splits");
+  if (s.auto_splits && splits)
+    throw std::invalid_argument("auto-splits and S=" + std::to_string(splits) +
+                                " exclude each other (decode() picks its own splits)");
   s.rope = r.flag("rope");
   return s;
 }
@@ -194,13 +218,15 @@ SparseDecodeCase::SparseDecodeCase(const fx::Tensors& in, const SparseDecodeShap
     s.extra_page_size = c.extra->page_size, s.extra_pages = c.extra->num_pages;
   }
   s.sink = !c.sink.empty();
-  shape_.splits = splits_of(in);
+  shape_.splits = stored_splits(in);
+  shape_.auto_splits = auto_splits(in);
   shape_.rope = sparse_view_of(in).rope_dim != 0;
 }
 
 fx::Tensors SparseDecodeCase::draw(fx::Rng& rng) const {
   fx::Tensors in = tensors_of(fx::sparse_case(rng, shape_.s, shape_.mix));
   if (shape_.splits) in["splits"] = st::Tensor::scalar<int64_t>(shape_.splits);
+  if (shape_.auto_splits) in["splits"] = st::Tensor::scalar<int64_t>(-1);
   if (shape_.rope) {  // (cos, sin) of p * 10000^(-2i/64), as SGLang's freqs_cis viewed real
     const size_t n_pos = 4096, rd = 64, B = shape_.s.B;
     std::vector<float> cs(n_pos * rd);
@@ -227,7 +253,7 @@ std::vector<fx::OutputSpec> SparseDecodeCase::outputs(const fx::Tensors& in) con
       {.name = "out", .dtype = st::DType::BF16, .shape = {B, H, D}},
       {.name = "out_lse", .dtype = st::DType::F32, .shape = {B, H}},
       {.name = "errors", .dtype = st::DType::I64, .shape = {}, .init = fx::Init::kZero}};
-  if (const uint64_t S = uint64_t(splits_of(in))) {
+  if (const uint64_t S = uint64_t(stored_splits(in))) {
     o.push_back({.name = "part_o", .dtype = st::DType::F32, .shape = {B, S, H, D}});
     o.push_back({.name = "part_lse", .dtype = st::DType::F32, .shape = {B, S, H}});
   }
@@ -242,7 +268,7 @@ fx::Tensors SparseDecodeCase::reference(const fx::Tensors& in) const {
   fx::Tensors want = {{"out", st::Tensor::of<double>({B, H, D}, r.out)},
                       {"out_lse", st::Tensor::of<double>({B, H}, r.lse)},
                       {"errors", st::Tensor::scalar<int64_t>(r.errors)}};
-  if (const int64_t S = splits_of(in)) {
+  if (const int64_t S = stored_splits(in)) {
     const ref::Partials p = ref::partials_f64(c.inputs(), size_t(S));
     want["part_o"] = st::Tensor::of<double>({B, uint64_t(S), H, D}, p.o);
     want["part_lse"] = st::Tensor::of<double>({B, uint64_t(S), H}, p.lse);
@@ -262,6 +288,13 @@ void SparseDecodeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
   a.sink = d.has("sink") ? d.ptr<float>("sink") : nullptr;
   a.errors = d.ptr<int64_t>("errors");
   const int64_t S = d.has("splits") ? d.scalar<int64_t>("splits") : 0;
+  if (S == -1) {  // decode()'s own split choice, in its workspace
+    const bool ws = d.has("workspace");
+    kern::decode(a, d.ptr<bf16>("out"), d.ptr<float>("out_lse"),
+                 ws ? d.ptr<uint8_t>("workspace") : nullptr,
+                 ws ? kern::decode_workspace_bytes(a) : 0, s);
+    return;
+  }
   if (S == 0) {
     kern::decode(a, d.ptr<bf16>("out"), d.ptr<float>("out_lse"), s);
     return;
@@ -302,9 +335,16 @@ void SparseDecodeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
   return fx::within(tol)(got, want, spec.name, in);
 }
 
+std::vector<fx::ScratchSpec> SparseDecodeCase::scratch(const fx::Tensors& in) const {
+  if (!auto_splits(in)) return {};
+  const size_t bytes = kern::decode_workspace_bytes(sized_args(in));
+  if (bytes == 0) return {};  // one split on this device: the unsplit kernel, no workspace
+  return {{.name = "workspace", .bytes = bytes}};
+}
+
 std::string SparseDecodeCase::cannot_run() const {
   if (shape_.rope && !shape_.splits)
-    return "the project's unsplit kernel has no inverse RoPE (the split path, in.splits, applies "
+    return "the project's decode() has no inverse RoPE (the split path, in.splits, applies "
            "it in split_combine)";
   return "";
 }

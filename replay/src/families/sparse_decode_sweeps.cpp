@@ -57,6 +57,22 @@ std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_gpu_sweep() {
     s.rope = p.rope;
     out.push_back({s, p.launch});
   }
+  // decode() picking its own splits (from the device's compute units): the benchmark's decode
+  // batch sizes, an extra cache, fewer keys than one split needs, and a captured graph.
+  struct A {
+    size_t B, H, K;
+    KvLayout layout;
+    size_t Ke = 0;
+    KvLayout extra = KvLayout::kV41;
+    fx::Launch launch = fx::Launch::kEager;
+  };
+  for (const A& a : {A{1, 128, 2048, kV41}, A{8, 64, 2048, kFp4}, A{64, 128, 2048, kV41},
+                     A{2, 16, 576, kV41, 64, kFp4}, A{1, 16, 16, kV41},
+                     A{4, 64, 2048, kV41, 0, kV41, fx::Launch::kGraph}}) {
+    SparseDecodeShape s = spread_shape(a.B, a.H, a.K, a.layout, 64, 0, a.Ke, a.extra, 64);
+    s.auto_splits = true;
+    out.push_back({s, a.launch});
+  }
   return out;
 }
 

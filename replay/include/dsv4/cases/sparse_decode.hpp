@@ -7,7 +7,8 @@
 // in.layout I32 [] (KvLayout: 0 v41, 1 v41_fp4, 2 v4), in.page_size I64 [], in.indices I32 [B, K],
 // in.lengths I32 [B]; optionally the extra cache under the same names prefixed "extra_";
 // in.sm_scale F32 []; optional in.sink F32 [H]; optional in.splits I64 [] (S >= 1: the split-KV
-// path). Outputs: out BF16 [B, H, 512], out_lse F32 [B, H] (natural log, sink excluded), errors I64
+// path; -1: decode() picking its own splits, with its workspace as the case's scratch). Outputs:
+// out BF16 [B, H, 512], out_lse F32 [B, H] (natural log, sink excluded), errors I64
 // [] (error columns); with splits also part_o F32 [B, S, H, 512] and part_lse F32 [B, S, H] (base
 // 2), the partials split_combine merged into out. out, out_lse and the partials within the
 // tolerance ref::sparse_decode::tolerance derives from the case's data; errors exact.
@@ -34,7 +35,8 @@ namespace st = fx::st;
 
 struct SparseDecodeShape {
   fx::SparseShape s;
-  int64_t splits = 0;  // 0: the unsplit kernel
+  int64_t splits = 0;        // 0: the unsplit kernel
+  bool auto_splits = false;  // decode() picks its own splits (in.splits = -1; a workspace)
   fx::CacheMix mix{};
   bool rope = false;        // inverse RoPE of the last 64 values
   double bad_position = 0;  // share of queries whose position is outside the table
@@ -71,6 +73,8 @@ class SparseDecodeCase : public ShapedCase<SparseDecodeShape>, public Foreign {
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
+  // decode()'s workspace for a case whose in.splits is -1 (its own split choice).
+  std::vector<fx::ScratchSpec> scratch(const fx::Tensors& in) const override;
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
   ::testing::AssertionResult compare(const fx::OutputSpec& spec, const st::Tensor& got,
                                      const st::Tensor& want, const fx::Tensors& in) const override;
