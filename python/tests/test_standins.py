@@ -5,5 +5,10 @@ module's mapping, the plugin and the judge on every drawn case of the op's sweep
 """
 
 
+import pytest
+
+pytestmark = pytest.mark.dsv4_standin
+
+
 def test_standin(dsv4_op_case):
     dsv4_op_case.check(standin=True)
