@@ -130,3 +130,51 @@ def test_every_op_registered_with_its_standin():
         "quant_k_cache.quant_to_nope_fp8_rope_bf16_pack_triton+SetKAndS[v4]"}
     for o in mine:
         assert callable(o.function(standin=True)), o.name
+
+
+def dequant_live(layout, P=4, pages=2, slots=(3, -1, 6)):
+    data, stride, _, _ = fam.ROW_BYTES[layout]
+    pb = -(-P * (data + stride) // data) * data  # a page: whole data rows
+    pool = torch.zeros(pages, pb, dtype=torch.uint8)
+    out = torch.full((len(slots), 512), 7.0).to(torch.bfloat16)
+    return FakeLive({"layout": torch.tensor(fam.LAYOUTS.index(layout), dtype=torch.int32),
+                     "page_size": torch.tensor(P), "pool": pool,
+                     "slots": torch.tensor(slots, dtype=torch.int64), "out": out},
+                    {"out": out.clone(), "errors": torch.tensor(-1)})
+
+
+def test_reader_casts_every_nan_to_0x7fff_as_triton_does():
+    # Triton's .to(tl.bfloat16) gives every NaN 0x7fff; torch's CPU cast would give 0xffff.
+    live = dequant_live("v41")
+    pool, P = live.inp["pool"], 4
+    pool[0, 3 * 512 + 0] = 0x7F  # slot 3, value 0: the e4m3fn NaN code
+    pool[0, 3 * 512 + 1] = 0xFF  # value 1: -NaN
+    pool[0, 3 * 512 + 2] = 0x38  # value 2: 1.0
+    pool[0, P * 512 + 3 * 16 + 1] = 255  # slot 3, tile 1 (values 32..63): the NaN scale
+    pool[0, P * 512 + 3 * 16 + 0] = 127  # tile 0: 2^0
+    row = si.dequantize_k_cache_paged(pool, torch.tensor([3]), P, layout="v41")[0, 0]
+    bits = row.view(torch.int16).int() & 0xFFFF
+    assert bits[:2].tolist() == [0x7FFF, 0x7FFF] and bits[2] == 0x3F80
+    assert set(bits[32:64].tolist()) == {0x7FFF}
+
+
+@pytest.mark.parametrize("layout", ["v4", "v4_fnuz", "v41", "v41_fp4"])
+def test_dequantize_refuses_rows_reading_a_nan(layout):
+    live = dequant_live(layout)
+    applies = fam.applies_to((layout,), False)
+    assert applies(live) is None  # zero codes under zero scale bytes: no NaN
+    data, stride, n_codes, n_scales = fam.ROW_BYTES[layout]
+    pool, P = live.inp["pool"], 4
+    pool[1, 1 * data + 5] = 0x80 if layout == "v4_fnuz" else 0x7F  # slot 5: not read
+    pool[1, P * data + 1 * stride] = 0x7F if layout == "v41_fp4" else 255
+    assert applies(live) is None
+    pool[1, 2 * data + 5] = 0x80 if layout == "v4_fnuz" else 0x7F  # slot 6, value 5: read
+    want = {"v4": 1, "v4_fnuz": 1, "v41": 1, "v41_fp4": 0}[layout]
+    if layout == "v41_fp4":
+        pool[1, P * data + 2 * stride + 3] = 0xFF  # slot 6, scale 3: 16 values under a NaN
+        want = 16
+    if layout in ("v4", "v4_fnuz"):
+        pool[1, P * data + 2 * stride + 1] = 255  # slot 6, tile 1: zero codes times inf
+        want += 64
+    assert fam.nan_values(live) == want
+    assert applies(live).startswith("%d value(s) of the rows read are NaN" % want)

@@ -60,3 +60,15 @@ def test_applies_refuses_what_the_caller_never_publishes():
     assert "unsorted" in fam.applies(live)
     live = case(K=2048)
     assert "1024" in fam.applies(live)
+
+
+def test_applies_refuses_a_selecting_row_with_a_negative_nan():
+    # torch.topk (SGLang's caller) ranks -NaN above +inf; SGLang's radix key ranks it below -inf.
+    live = case()
+    live.inp["scores"][2, 5] = -float("nan")  # row 2: len 8 > K=4
+    why = fam.applies(live)
+    assert "1 row(s) longer than K=4 (first: row 2)" in why and "torch.topk" in why
+    live = case()
+    live.inp["scores"][1, 1] = -float("nan")  # row 1: len 3 <= K, the trivial path
+    live.inp["scores"][0, 7] = -float("nan")  # row 0: past its length 6
+    assert fam.applies(live) is None

@@ -81,7 +81,7 @@ def test_fused_mapping_withholds_rows_without_a_slot_or_position():
     pos = torch.tensor([2, 100, 1, 16, -4, 15])
     cs = rope_table(n_pos, 64)
     inp = {"kv": kv, "loc": loc, "pool": pool, "width": torch.tensor(W), "weight": torch.ones(W),
-           "cos_sin": cs, "positions": pos, "eps": torch.tensor(1e-6), "lanes": torch.tensor(32)}
+           "cos_sin": cs, "positions": pos, "eps": torch.tensor(1e-6)}
     live = FakeLive(inp, {"pool": pool.clone(), "errors": torch.tensor(-1)})
     assert fam.fused_applies(live) is None and fam.scatter_applies(live) is not None
     assert fam.fused(si.fused_norm_rope_inplace_triton, live) == {"errors": None}
@@ -97,3 +97,14 @@ def test_fused_mapping_withholds_rows_without_a_slot_or_position():
     untouched = [1, 2, 4, 5, 6, 7]
     assert torch.equal(got[untouched], pool[untouched])
     assert not math.isnan(float(got.float().sum()))
+
+
+def test_fused_refuses_a_case_pinning_the_lane_order():
+    # in.lanes pins the project's fp32 order bit for bit; SGLang's kernel sums in another one.
+    W, n_pos = 128, 16
+    inp = {"kv": torch.zeros(1, W).to(torch.bfloat16), "loc": torch.tensor([0]),
+           "pool": torch.zeros(1, W).to(torch.bfloat16), "weight": torch.ones(W),
+           "cos_sin": rope_table(n_pos, 64), "positions": torch.tensor([0])}
+    assert fam.fused_applies(FakeLive(inp, {})) is None
+    why = fam.fused_applies(FakeLive(dict(inp, lanes=torch.tensor(64)), {}))
+    assert "in.lanes=64" in why and "tl.sum" in why

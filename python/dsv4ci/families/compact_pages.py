@@ -92,6 +92,42 @@ def dequantize(fn, live):
     return {"errors": None}  # SGLang counts nothing: errors is not judged
 
 
+# Per layout: data bytes a row, scale bytes a row, code bytes and scales read of a row.
+ROW_BYTES = {"v4": (576, 8, 448, 7), "v4_fnuz": (576, 8, 448, 7), "v41": (512, 16, 512, 16),
+             "v41_fp4": (256, 32, 256, 32)}
+
+
+def nan_values(live):
+    """How many values of the rows the reader is given come out NaN in fp32 (before the bf16
+    cast): an fp8 NaN code, a v4 zero code times the infinite scale of byte 255, any v41 code
+    under scale byte 255, any v41_fp4 code under an e4m3fn NaN scale."""
+    layout, P = layout_of(live), page_size(live)
+    pool = live.inp["pages"] if "pages" in live.inp else live.inp["pool"]
+    if "pages" in live.inp:
+        slots = torch.arange(pool.shape[0] * P, device=pool.device)
+    else:
+        slots = live.inp["slots"]
+        slots = slots[real_slots(live, slots, pool)[0]]
+    data, stride, n_codes, n_scales = ROW_BYTES[layout]
+    flat, base, r = pool.reshape(-1), (slots // P) * pool.shape[1], slots % P
+    codes = flat[(base + r * data)[:, None] + torch.arange(n_codes, device=pool.device)].long()
+    sc = flat[(base + P * data + r * stride)[:, None] + torch.arange(n_scales, device=pool.device)].long()
+    if layout == "v41_fp4":
+        return int(((sc & 0x7F) == 0x7F).sum()) * 16
+    sc = sc.repeat_interleave(n_codes // n_scales, dim=1)
+    if layout == "v41":
+        return int((((codes & 0x7F) == 0x7F) | (sc == 255)).sum())
+    nan_code = codes == 0x80 if layout == "v4_fnuz" else (codes & 0x7F) == 0x7F
+    zero = codes == 0 if layout == "v4_fnuz" else (codes & 0x7F) == 0
+    return int((nan_code | (zero & (sc == 255))).sum())
+
+
+NAN_REASON = (
+    "%d value(s) of the rows read are NaN: SGLang's bf16 cast (.to(tl.bfloat16)) writes every NaN "
+    "as 0x7fff, where the reference keeps its sign and payload (quiet bit set) and the case is "
+    "judged bit for bit; SGLang's own test compares with equal_nan=True (see the op's notes)")
+
+
 def applies_to(layouts, quant):
     def applies(live):
         if ("src" in live.inp or "k" in live.inp) != quant:
@@ -101,9 +137,21 @@ def applies_to(layouts, quant):
             return "layout %s (this op reads or writes %s)" % (layout, ", ".join(layouts))
         if not quant and "out" in live.inp and live.inp["out"].dtype != torch.bfloat16:
             return "an fp32 output (SGLang's reader writes bf16 rows)"
+        if not quant:
+            n = nan_values(live)
+            if n:
+                return NAN_REASON % n
         return None
     return applies
 
+
+NAN_NOTES = (
+    " NaN: the reader's bf16 cast is Triton's .to(tl.bfloat16) (dequant_k_cache.py "
+    "_dequantize_k_cache_paged_kernel and the v41 kernels), which writes every NaN as 0x7fff (PTX "
+    "cvt.rn.bf16.f32; Triton's AMD lowering before CDNA4), where the reference keeps the NaN's "
+    "sign and payload with the quiet bit set (0x7fc0, 0xffc0) and the family is judged bit for "
+    "bit; SGLang's own check (dequant_k_cache.py __main__) is assert_close(..., equal_nan=True), "
+    "NaN for NaN. The op skips a case whose rows read hold a NaN value.")
 
 SLOT_NOTES = (
     " Slots: SGLang has no padding value and no bounds check (index_buf_accessor.py "
@@ -145,7 +193,7 @@ for suffix, layout, platforms, flavour in (("", "v4", ("cuda",), "e4m3fn"),
         standin="dsv4ci.standins.compact_pages:dequantize_k_cache_paged" + suffix,
         files=DEQUANT_FILES + (FP8_SHIM,),
         notes="SGLang's v4 reader: codes times exp2(scale - 127) (byte 255: inf), the rope part's "
-              "stored bf16, one rounding to bf16." + SLOT_NOTES,
+              "stored bf16, one rounding to bf16." + NAN_NOTES + SLOT_NOTES,
     ))
 
 for layout in ("v41", "v41_fp4"):
@@ -164,5 +212,5 @@ for layout in ("v41", "v41_fp4"):
         files=DEQUANT_FILES + (FP8_SHIM,),
         notes="dequantize_k_cache_paged_v41: v41 e4m3fn codes times the ue8m0 scale (0: 2^-127, "
               "255: NaN), v41_fp4 e2m1 codes times the e4m3fn scale, one rounding to bf16."
-              + SLOT_NOTES,
+              + NAN_NOTES + SLOT_NOTES,
     ))

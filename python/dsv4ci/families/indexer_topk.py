@@ -20,7 +20,24 @@ def applies(live):
         return "an unsorted case (SGLang publishes sorted rows)"
     if "page_table" in live.inp and "raw_out" in live.inp and int(live.inp["raw_out"].item()) == 0:
         return "no raw output: this caller publishes raw indices beside the paged ones"
+    rows = negative_nan_rows(live, K)
+    if rows:
+        return ("%d row(s) longer than K=%d (first: row %d) hold a NaN with the sign bit set: "
+                "SGLang's caller selects with torch.topk, which ranks every NaN above +inf, where "
+                "select=sglang (SGLang's radix top-k) ranks it below -inf; a disagreement between "
+                "SGLang's selection paths, not a convention (see the op's notes)" % (len(rows), K, rows[0]))
     return None
+
+
+def negative_nan_rows(live, K):
+    """Rows with more than K keys (the selecting path) holding a NaN with the sign bit set among
+    their first len keys."""
+    W = int(live.inp["width"].item()) if "width" in live.inp else live.inp["scores"].shape[1]
+    scores = live.inp["scores"][:, :W]
+    lens = live.inp["lens"].long().clamp(0, W)
+    inside = torch.arange(W, device=scores.device)[None, :] < lens[:, None]
+    neg_nan = torch.isnan(scores) & torch.signbit(scores) & inside
+    return (neg_nan.any(dim=1) & (lens > K)).nonzero().flatten().tolist()
 
 
 def token_table(live, B, W):
@@ -70,10 +87,15 @@ register(Op(
     call=publish,
     standin="dsv4ci.standins.indexer_topk:sort_map_topk",
     files=("python/sglang/kernels/ops/attention/dsv4/sm90_fp4_topk.py",),
-    notes="Selection is torch.topk over the row (its tie order is any; the foreign verdict accepts "
-          "any tied index at the cut-off). torch.topk ranks every NaN above +inf, where the radix "
-          "key (select=sglang) ranks a NaN with the sign bit set below -inf: such a row is a "
-          "MISMATCH by convention, not a bug. With len <= K and a -inf score inside the row, "
+    notes="Selection is torch.topk over the row, as SGLang's SM90 static-verification decode "
+          "selection calls it (try_sm90_decode: idx = scores.topk(k, dim=-1, sorted=False)."
+          "indices, then sort_map_topk; sort_map_topk's docstring: selection and tie-breaking "
+          "stay in PyTorch). Its tie order is any (the foreign verdict accepts any tied index at "
+          "the cut-off). torch.topk ranks every NaN above +inf, where SGLang's radix top-k "
+          "(jit_kernel topk_v1.cuh / topk_v2.cuh, the reference's select=sglang) ranks a NaN "
+          "with the sign bit set below -inf: SGLang's two paths disagree on such a row, so the "
+          "op skips a case with one in a row longer than K (the trivial path is unaffected). "
+          "With len <= K and a -inf score inside the row, "
           "topk may take a -inf key past the length instead, published as -1, where the trivial "
           "path lists 0..len-1.",
 ))

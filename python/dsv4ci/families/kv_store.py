@@ -50,6 +50,11 @@ def scatter(fn, live):
 def fused_applies(live):
     if "weight" not in live.inp:
         return "a plain scatter case"
+    if "lanes" in live.inp:
+        return ("the case pins the project's fp32 order bit for bit (in.lanes=%d: a lane-by-lane "
+                "fmaf sum of squares and 1/sqrtf); SGLang's _fused_norm_rope_kernel sums the row "
+                "with tl.sum and takes tl.rsqrt, another order (its cases carry no in.lanes and "
+                "are judged within the fp64 bound; no sweep draws one)" % int(live.inp["lanes"].item()))
     return contiguous_rows(live)
 
 
@@ -100,9 +105,10 @@ register(Op(
     standin="dsv4ci.standins.kv_store:fused_norm_rope_inplace_triton",
     files=("python/sglang/kernels/ops/attention/deepseek_v4_rope.py",),
     notes="SGLang's fp32 order is not the project's: tl.sum over the whole row and tl.rsqrt "
-          "where the reference (in.lanes) pins a lane-by-lane fmaf sum and 1/sqrtf, so a value "
-          "one bf16 step away is a MISMATCH under the case's bitwise rule, not a bug; SGLang's "
-          "order has no case layout yet (a fused case without in.lanes is judged against the "
-          "fp64 bound). A position outside freqs_cis is read out of bounds (no check): the "
+          "(deepseek_v4_rope.py _fused_norm_rope_kernel) where the reference (in.lanes) pins a "
+          "lane-by-lane fmaf sum and 1/sqrtf, so a value one bf16 step away would be a MISMATCH "
+          "under the case's bitwise rule, not a bug: the op skips a case with in.lanes, and runs "
+          "on a fused case without it (judged within the fp64 bound), which no sweep draws yet. "
+          "A position outside freqs_cis is read out of bounds (no check): the "
           "mapping withholds such rows, as the reference rejects them (errors is not judged).",
 ))

@@ -1,9 +1,9 @@
 """ring_layout: SGLang's DSV4 ring read layout (window rows) and DSpark's verify write layout.
 
 Case layout (replay/include/dsv4/cases/ring_layout.hpp): geometry in.ring, in.win, in.n_slots;
-each launcher runs when its inputs are present. SGLang's ops each compute one launcher, so an op
-applies to a case holding that launcher's inputs only (the drawn sweeps hold all four: see the
-op's applies reason).
+each launcher runs when its inputs are present (the drawn sweeps hold all four). SGLang's ops
+each compute one launcher: an op applies to a case holding its launcher's inputs, reads only
+those, and returns None for the other launchers' outputs (not produced, so not judged).
 
 SGLang's kernels trust their inputs (no check of slots, batch ids or positions); its callers pass
 the graph-padding sentinel (batch id -1) for tokens without a request, and the mappings pass it
@@ -20,16 +20,24 @@ LAUNCHERS = {
     "window_rows": {"batch_id", "pos", "batch_slot"},
     "verify_locs": {"batch_slot", "verify_pos", "commit_len"},
 }
+OUTPUTS = {"window_rows": {"indptr", "rows"}, "verify_locs": {"verify_loc"}}
 
 
-def only(launcher):
+def needs(launcher):
+    """applies(live): None when the case holds the launcher's inputs, else which are missing."""
     def applies(live):
-        extra = set(live.inp) - GEOMETRY - LAUNCHERS[launcher]
-        if extra:
-            return ("the case holds inputs of other launchers too (%s); SGLang's op computes %s "
-                    "only" % (", ".join(sorted(extra)), launcher))
+        missing = LAUNCHERS[launcher] - set(live.inp)
+        if missing:
+            return "no %s inputs (%s missing): SGLang's op computes %s only" % (
+                launcher, ", ".join(sorted(missing)), launcher)
         return None
     return applies
+
+
+def not_produced(live, launcher):
+    """None for every output of the case but the launcher's (errors included: SGLang counts
+    nothing), so only what SGLang's op computes is judged."""
+    return {n: None for n in live.out if n not in OUTPUTS[launcher]}
 
 
 def geometry(live):
@@ -55,7 +63,7 @@ def window_rows(fn, live):
        positions=pos.contiguous(), swa_indptr=indptr, csa_indptr=indptr, hca_indptr=indptr,
        swa_indices=rows, csa_indices=rows, hca_indices=rows, T=bid.shape[0], win=win,
        ring_stride=ring)
-    return {"errors": None}  # SGLang counts nothing: errors is not judged
+    return not_produced(live, "window_rows")
 
 
 def verify_locs(fn, live):
@@ -75,8 +83,7 @@ def verify_locs(fn, live):
              block_pos_offsets=torch.arange(V, device=dev), full_to_swa_mapping=swa.reshape(-1),
              commit_lens=commit, stride=V)
     live.out["verify_loc"].copy_(res.swa_loc.reshape(B, V).to(torch.int64))
-    committed = torch.arange(V, device=dev)[None, :] < commit.long()[:, None]
-    return {"errors": None}  # SGLang counts nothing: errors is not judged
+    return not_produced(live, "verify_locs")
 
 
 register(Op(
@@ -87,7 +94,7 @@ register(Op(
     platforms=("cuda", "hip"),
     backend="triton",
     sweeps=("gpu",),
-    applies=only("window_rows"),
+    applies=needs("window_rows"),
     call=window_rows,
     standin="dsv4ci.standins.ring_layout:write_v4_paged_decode_indices",
     files=("python/sglang/srt/layers/attention/dsv4/unified_kv_kernels/paged_decode_indices.py",),
@@ -106,7 +113,7 @@ register(Op(
     platforms=("cuda", "hip"),
     backend="triton",
     sweeps=("gpu",),
-    applies=only("verify_locs"),
+    applies=needs("verify_locs"),
     call=verify_locs,
     standin="dsv4ci.standins.ring_layout:build_commit_inject_layout_triton",
     files=("python/sglang/srt/speculative/dspark_components/kernels/commit_inject_layout.py",

@@ -135,7 +135,13 @@ def _ue8m0(s):
 
 
 def _bf16_from_f32(v):
-    return v.to(torch.bfloat16)
+    """Triton's fp32 -> bf16 cast (.to(tl.bfloat16), round to nearest even): every NaN becomes
+    0x7fff, whatever its sign and payload (PTX cvt.rn.bf16.f32's canonical NaN; Triton's AMD
+    lowering before CDNA4 selects 0x7FFF0000 for a NaN). torch's CPU cast gives 0xffff instead."""
+    b = v.contiguous().view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    r = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
+    r = torch.where(torch.isnan(v), torch.full_like(r, 0x7FFF), r)
+    return r.to(torch.int32).to(torch.int16).view(torch.bfloat16)
 
 
 def dequantize_k_cache_paged(quant_k_cache, page_table_1_flattened, page_size, out=None,
