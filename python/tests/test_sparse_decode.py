@@ -1,6 +1,7 @@
 """CPU tests of the sparse_decode family module: SGLang's decode ops' mappings and stand-ins judged
-by the project's reference (dsv4-replay), and triton_flashmla's lse of a query with no key judged a
-mismatch."""
+by the project's reference (dsv4-replay), and SGLang's behaviours the reference rejects (triton_flashmla's
+bf16 scores and lse of a query with no key, the NaN of a +inf sink or of a query with no key and no
+sink) judged a mismatch."""
 
 import math
 import os
@@ -81,12 +82,79 @@ def plant(got):
     return dict(got, out=out)
 
 
+def fp32_scores(*args, **kw):
+    return sd.flash_mla_with_kvcache_triton(*args, bf16_scores=False, **kw)
+
+
 @pytest.mark.parametrize("extra", [None, sd.V4], ids=["main", "main+extra"])
-def test_flashmla_standin_matches_the_reference(extra, tmp_path):
+def test_flashmla_mapping_with_fp32_scores_matches_the_reference(extra, tmp_path):
     inputs = inputs_of(sd.V4, extra, lonely=True)
-    got = run(FLASHMLA, inputs)
+    got = run(FLASHMLA, inputs, fp32_scores)
     assert verdict(tmp_path, inputs, got) == replay.EXIT_MATCH
     assert verdict(tmp_path, inputs, plant(got)) == replay.EXIT_MISMATCH
+
+
+def test_flashmla_bf16_scores_are_a_mismatch(tmp_path):
+    """torch.einsum of bf16 q and kv returns bf16 scores: SGLang's rounding, outside the reference's
+    tolerance of fp32 scores."""
+    inputs = inputs_of(sd.V4)
+    assert verdict(tmp_path, inputs, run(FLASHMLA, inputs)) == replay.EXIT_MISMATCH
+    live = LiveCase(Case("sparse_decode", inputs), "cpu", "x", "x", source="dsv4-standin")
+    assert "bf16" in FLASHMLA.applies(live)  # left out of the stand-in suite, noted
+
+
+@pytest.mark.parametrize("op", ["flashmla", "hip"])
+def test_a_plus_inf_sink_gives_nan_as_sglang_computes_it(op, tmp_path):
+    inputs = inputs_of(sd.V4 if op == "flashmla" else sd.V41)
+    inputs["sink"][3] = math.inf
+    o = FLASHMLA if op == "flashmla" else HIP
+    got = run(o, inputs, fp32_scores if op == "flashmla" else None)
+    nan = got["out"].isnan().all(dim=-1)
+    assert nan[:, 3].all() and nan.sum() == 2  # head 3 of both queries (each has a key)
+    assert verdict(tmp_path, inputs, got) == replay.EXIT_MISMATCH
+    zeroed = torch.where(nan.unsqueeze(-1), torch.zeros_like(got["out"]), got["out"])
+    assert verdict(tmp_path, inputs, dict(got, out=zeroed)) == replay.EXIT_MATCH
+    live = LiveCase(Case("sparse_decode", inputs), "cpu", "x", "x", source="dsv4-standin")
+    assert "2 with a key and a +inf sink" in str(o.applies(live))
+
+
+def test_hip_query_with_no_key_and_no_sink_is_nan(tmp_path):
+    inputs = inputs_of(sd.V41, sink=False, lonely=True)
+    got = run(HIP, inputs)
+    assert got["out"][1].isnan().all() and not got["out"][0].isnan().any()
+    assert verdict(tmp_path, inputs, got) == replay.EXIT_MISMATCH
+    with_sink = inputs_of(sd.V41, lonely=True)  # a finite sink: 0, as SGLang's test states
+    got = run(HIP, with_sink)
+    assert got["out"][1].eq(0).all()
+    assert verdict(tmp_path, with_sink, got) == replay.EXIT_MATCH
+    live = LiveCase(Case("sparse_decode", inputs), "cpu", "x", "x", source="dsv4-standin")
+    assert HIP.applies(live).startswith("16 rows with no key and no finite sink")
+
+
+def test_keys_masked_out_read_as_zeros(tmp_path):
+    """A column not read (past the length, -1, outside the cache) is a zero key, whatever the pool
+    holds where the gather's clamped slot points (SGLang's readers load it masked)."""
+    inputs = inputs_of(sd.V41)
+    inputs["pool"][0, :512] = 0x7F  # slot 0: e4m3 NaN codes
+    inputs["indices"][0, 3] = -1
+    got = run(HIP, inputs)
+    assert not got["out"].isnan().any()
+    assert verdict(tmp_path, inputs, got) == replay.EXIT_MATCH
+
+
+def test_split_cases_judge_the_merged_output(tmp_path):
+    inputs = inputs_of(sd.V41)
+    live = LiveCase(Case("sparse_decode", dict(inputs, splits=torch.tensor(2))), "cpu", "x", "x")
+    assert HIP.applies(live) is None and FLASHMLA.applies(live) is not None
+    seen = {}
+
+    def spy(*args, **kw):
+        seen.update(kw)
+        return sd.compact_attention_hip(*args, **kw)
+
+    got = HIP.call(spy, live)
+    assert seen["splits"] == 2
+    assert {n for n, t in got.items() if t is None} >= {"out_lse", "errors"}
 
 
 @pytest.mark.parametrize("layouts", [(sd.V41, None), (sd.V41_FP4, sd.V41), (sd.V41, sd.V41_FP4)],
@@ -102,10 +170,11 @@ def test_flashmla_minus_inf_lse_of_a_query_with_no_key_is_a_mismatch(tmp_path):
     """_softmax_epilogue_kernel stores lse = -inf for a lonely row, against its own comment
     (it replaces 'lse_for_out[lonely]=inf') and FlashMLA's +inf."""
     def literal(*args, **kw):
-        out, lse = sd.flash_mla_with_kvcache_triton(*args, **kw)
+        out, lse = fp32_scores(*args, **kw)
         return out, torch.where(lse == math.inf, torch.full_like(lse, -math.inf), lse)
 
     inputs = inputs_of(sd.V4, lonely=True)
+    assert verdict(tmp_path, inputs, run(FLASHMLA, inputs, fp32_scores)) == replay.EXIT_MATCH
     assert verdict(tmp_path, inputs, run(FLASHMLA, inputs, literal)) == replay.EXIT_MISMATCH
 
 

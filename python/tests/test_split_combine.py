@@ -1,5 +1,6 @@
 """CPU tests of the split_combine family module: SGLang's reducers' mappings and stand-ins judged by
-the project's reference (dsv4-replay), and the HIP reducer's NaN rows judged a mismatch."""
+the project's reference (dsv4-replay), and the HIP reducer's NaN rows (kept by its stand-in, as SGLang's
+kernel writes them) judged a mismatch."""
 
 import math
 import os
@@ -77,17 +78,32 @@ def test_sm100_standin_matches_the_reference(sink, tmp_path):
     assert verdict(tmp_path, inputs, plant(got)) == replay.EXIT_MISMATCH
 
 
-def test_hip_reducers_nan_for_an_empty_row_is_a_mismatch(tmp_path):
-    """aiter_sparse_split_reduce computes exp2(-inf - -inf) for a row with no key and no sink."""
-    def literal(acc, m, l, sink, dtype, inv_rope=None):
-        out = si.aiter_sparse_split_reduce(acc, m, l, sink, dtype, inv_rope)
-        empty = ~(l > 0).any(dim=1)
-        return torch.where(empty.unsqueeze(-1), torch.full_like(out, math.nan), out)
+def test_hip_reducer_writes_nan_where_sglangs_kernel_does(tmp_path):
+    """aiter_sparse_split_reduce computes exp2(-inf - -inf) for a row with no key and no sink and
+    exp2(inf - inf) for a +inf sink: the stand-in keeps SGLang's NaN, the reference judges it a
+    mismatch, and the rest of the case matches."""
+    for sink, nan_rows in [(None, [(2, 0), (2, 1)]), ((0.5, math.inf), [(0, 1), (1, 1), (2, 1)])]:
+        inputs = inputs_of(True, sink=sink or (0.0, 0.0))
+        if sink is None:
+            del inputs["sink"]
+        got = run(AITER, inputs)
+        nan = got["out"].isnan().all(dim=-1)
+        assert sorted(map(tuple, nan.nonzero().tolist())) == nan_rows
+        assert not got["out"][~nan].isnan().any()
+        assert verdict(tmp_path, inputs, got) == replay.EXIT_MISMATCH
+        zeroed = torch.where(nan.unsqueeze(-1), torch.zeros_like(got["out"]), got["out"])
+        assert verdict(tmp_path, inputs, dict(got, out=zeroed)) == replay.EXIT_MATCH
 
+
+def test_the_standin_suite_leaves_out_cases_with_nan_rows():
     inputs = inputs_of(True)
     del inputs["sink"]
-    assert verdict(tmp_path, inputs, run(AITER, inputs)) == replay.EXIT_MATCH
-    assert verdict(tmp_path, inputs, run(AITER, inputs, literal)) == replay.EXIT_MISMATCH
+    case = Case("split_combine", inputs)
+    why = AITER.applies(LiveCase(case, "cpu", "x", "x", source="dsv4-standin"))
+    assert why.startswith("2 rows with no key and no finite sink, 0 with a +inf sink")
+    assert AITER.applies(LiveCase(case, "cpu", "x", "x", source="sglang")) is None  # SGLang's op is judged
+    finite = LiveCase(Case("split_combine", inputs_of(True)), "cpu", "x", "x", source="dsv4-standin")
+    assert AITER.applies(finite) is None  # a row with no key and a finite sink is 0 in SGLang too
 
 
 def test_splits_past_the_count_are_handed_over_empty():
@@ -96,6 +112,20 @@ def test_splits_past_the_count_are_handed_over_empty():
     acc, m, l = fam.partials_of(live)
     assert m[2].eq(-math.inf).all() and l[2].eq(0).all() and acc[2].eq(0).all()
     assert not torch.isnan(acc).any()
+
+
+@pytest.mark.parametrize("op", [AITER, SM100], ids=["aiter", "sm100"])
+def test_an_empty_splits_acc_is_handed_over_as_zeros(op, tmp_path):
+    """The case may fill an empty split's acc with anything (the reference never reads it);
+    SGLang's split kernels store zeros there, and its reducers multiply it by a weight of 0."""
+    inputs = inputs_of(op is AITER)
+    inputs["acc"][0, 1] = math.nan  # batch row 0's empty split
+    live = LiveCase(Case("split_combine", inputs), "cpu", "unused", "unused")
+    acc, m, l = fam.partials_of(live)
+    assert acc[0, 1].eq(0).all() and m[0, 1].eq(-math.inf).all() and l[0, 1].eq(0).all()
+    got = run(op, inputs)
+    assert not got["out"].isnan().any()
+    assert verdict(tmp_path, inputs, got) == replay.EXIT_MATCH
 
 
 def test_ops_skip_what_sglang_does_not_take():

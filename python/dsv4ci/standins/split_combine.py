@@ -34,13 +34,14 @@ def inverse_rope_bf16(out, freqs, positions):
 
 def aiter_sparse_split_reduce(part_acc, part_m, part_l, attn_sink, out_dtype=torch.bfloat16,
                               inv_rope=None):
-    """The ROCm reducer as SGLang's tests state it: m in the base-2 domain, w_s = exp2(m_s - M) with
-    M = max(max_s m_s, sink log2 e), l and acc accumulated by fma in split order, the sink adding
-    exp2(sink log2 e - M); out = acc / l in bf16, 0 for a row with no key or a +inf sink; then the
-    inverse RoPE of the bf16 output."""
+    """The ROCm reducer as aiter_sparse_decode_reduce.py computes it: m in the base-2 domain,
+    M = max(max_s m_s, sink log2 e), w_s = exp2(m_s - M), l and acc accumulated by fma in split
+    order, the sink adding exp2(sink log2 e - M); out = acc / l in the output dtype; then the
+    inverse RoPE of that output. No guard: a row with no key and no sink (M = -inf) or a +inf sink
+    (M = +inf) divides through NaN weights and writes NaN, as SGLang's kernel does."""
     T, S, H, D = part_acc.shape
     m = part_m.float()
-    M = torch.where(torch.isnan(m), torch.full_like(m, -math.inf), m).amax(dim=1)  # [T, H]
+    M = m.amax(dim=1)  # [T, H]
     sink = None
     if attn_sink is not None:
         sink = _f32(attn_sink.float() * LOG2E).unsqueeze(0).expand(T, H)
@@ -49,15 +50,11 @@ def aiter_sparse_split_reduce(part_acc, part_m, part_l, attn_sink, out_dtype=tor
     acc = torch.zeros((T, H, D), dtype=torch.float32, device=part_acc.device)
     for s in range(S):
         w = torch.exp2(m[:, s] - M)
-        w = torch.where(torch.isnan(w), torch.zeros_like(w), w)
         l_fin = _fma(w, part_l[:, s].float(), l_fin)
         acc = _fma(w.unsqueeze(-1), part_acc[:, s].float(), acc)
     if sink is not None:
         l_fin = l_fin + torch.exp2(sink - M)
-    empty = ~(l_fin > 0) | ~torch.isfinite(M)
-    if attn_sink is not None:
-        empty |= (attn_sink.float() == math.inf).unsqueeze(0)
-    out = torch.where(empty.unsqueeze(-1), torch.zeros_like(acc), acc / l_fin.unsqueeze(-1)).to(out_dtype)
+    out = (acc / l_fin.unsqueeze(-1)).to(out_dtype)
     if inv_rope is not None:
         out = inverse_rope_bf16(out, inv_rope[0].float(), inv_rope[1])
     return out
