@@ -26,6 +26,53 @@ def _safe(s):
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", s)[:120]
 
 
+class _Starts(dict):
+    """Output start states computed on first access (a probe's `out`)."""
+
+    def __init__(self, case):
+        super().__init__()
+        self._case = case
+        self._names = [s.name for s in case.outputs]
+
+    def __missing__(self, name):
+        if name not in self._names:
+            raise KeyError(name)
+        t = self._case.start_state(name)
+        self[name] = t
+        return t
+
+    def __contains__(self, name):
+        return name in self._names
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def get(self, name, default=None):
+        return self[name] if name in self._names else default
+
+
+class CaseProbe:
+    """A case's inputs on the CPU with LiveCase's accessors, to ask an op whether it applies before
+    any device buffer is made (a large case skipped costs no allocation)."""
+
+    def __init__(self, case, source="sglang"):
+        self.case = case
+        self.source = source
+        self.device = torch.device("cpu")
+        self.inp = case.inputs
+        self.out = _Starts(case)
+
+    def var(self, key, default=None):
+        return self.case.vars.get(key, default)
+
+    def ivar(self, key, default=None):
+        v = self.case.vars.get(key)
+        return default if v in (None, "") else int(v)
+
+    def flag(self, word):
+        return self.case.vars.get(word) == ""
+
+
 class LiveCase:
     """`inp` and `out` on `device`, guarded; `run(fn)` calls `fn(self)` and judges its outputs.
 

@@ -22,7 +22,7 @@ import torch
 from . import ops as ops_mod
 from . import replay, sglang_tree
 from .case import Case
-from .live import LiveCase, RunFailure
+from .live import CaseProbe, LiveCase, RunFailure
 
 EXIT_COULD_NOT_RUN = 3
 
@@ -218,15 +218,15 @@ class OpCase:
             fn = self.op.function(standin=standin)
         except ops_mod.Unavailable as e:
             pytest.skip(str(e))
-        rounds = _rounds(self.state, self.case) if self.param.graph else []
-        self.live = LiveCase(self.case, device, self.state.tool(), config.getoption("--dsv4-keep-dir"),
-                             label=self.op.name + (".standin" if standin else ""),
-                             source="dsv4-standin" if standin else "sglang", rounds=rounds,
-                             keep_all=config.getoption("--dsv4-keep-all"))
-        if self.op.applies:
-            why = self.op.applies(self.live)
+        source = "dsv4-standin" if standin else "sglang"
+        if self.op.applies:  # asked on the CPU inputs, before any device buffer is made
+            why = self.op.applies(CaseProbe(self.case, source))
             if why:
                 pytest.skip(f"{self.op.name} does not apply to {self.case.name}: {why}")
+        rounds = _rounds(self.state, self.case) if self.param.graph else []
+        self.live = LiveCase(self.case, device, self.state.tool(), config.getoption("--dsv4-keep-dir"),
+                             label=self.op.name + (".standin" if standin else ""), source=source,
+                             rounds=rounds, keep_all=config.getoption("--dsv4-keep-all"))
         try:
             return self.live.run(lambda live: self.op.call(fn, live), graph=self.param.graph,
                                  repeat=config.getoption("--dsv4-repeat"))

@@ -88,9 +88,11 @@ def load(path):
             raise FormatError(
                 f"{path}: tensor {name!r}: {end - begin} bytes for {dt} {shape} "
                 f"(needs {count * _element_bytes(dt)})")
-        raw = torch.tensor(bytearray(data[begin:end]), dtype=torch.uint8)
-        t = raw.view(torch_dtype(dt)) if count else torch.empty(0, dtype=torch_dtype(dt))
-        tensors[name] = t.reshape(shape).clone()
+        if count:
+            raw = torch.frombuffer(bytearray(data[begin:end]), dtype=torch.uint8)
+            tensors[name] = raw.view(torch_dtype(dt)).reshape(shape)
+        else:
+            tensors[name] = torch.empty(shape, dtype=torch_dtype(dt))
     return tensors, dict(meta)
 
 

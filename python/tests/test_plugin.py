@@ -118,6 +118,6 @@ def test_registered_ops_run_through_dsv4_op_case_with_their_standins(pytester, t
     r = run(pytester, src, "--dsv4-family", "smoke", "--dsv4-device", "cpu", "-rs", subprocess=True)
     out = r.stdout.str()
     # SGLang's function: demo.affine is not importable (skipped with the reason); demo.wrong fails
-    r.assert_outcomes(failed=1, skipped=2)
+    r.assert_outcomes(failed=1, skipped=1)  # nothing is drawn for an op that cannot be imported
     assert "no_such_module_anywhere is not importable here" in out
     assert "note on demo.wrong: drops the bias" in out
