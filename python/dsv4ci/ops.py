@@ -28,6 +28,8 @@ class Op:
     files: tuple = ()        # SGLang files (repository paths) the module needs
     notes: str = ""          # SGLang behaviour a reader of a MISMATCH should know
     max_cases: int = 0       # at most this many cases per sweep (0: all)
+    native_only: bool = False  # its convention is the platform's (e4m3fnuz on gfx942): never run
+                               # off its platforms, --dsv4-any-platform or not
 
     def function(self, standin=False):
         """SGLang's function (or the stand-in); Unavailable naming why it cannot be imported."""

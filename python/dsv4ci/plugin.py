@@ -124,7 +124,7 @@ def _case_id(path):
 
 def _unavailable(state, op, config):
     """Why SGLang's function of `op` cannot run here (not importable, not dispatched to), or None."""
-    if not config.getoption("--dsv4-any-platform"):
+    if op.native_only or not config.getoption("--dsv4-any-platform"):
         why = op.platform_reason(state.device())
         if why:
             return why
@@ -210,7 +210,7 @@ class OpCase:
         config = self.state.config
         standin = config.getoption("--dsv4-standin") if standin is None else standin
         device = torch.device("cpu") if standin and not config.getoption("--dsv4-device") else self.state.device()
-        if not standin and not config.getoption("--dsv4-any-platform"):
+        if not standin and (self.op.native_only or not config.getoption("--dsv4-any-platform")):
             why = self.op.platform_reason(device)
             if why:
                 pytest.skip(why)

@@ -166,6 +166,7 @@ for suffix, layout, platforms, flavour in (("", "v4", ("cuda",), "e4m3fn"),
         module=QUANT,
         attr="quant_to_nope_fp8_rope_bf16_pack_triton",
         platforms=platforms,
+        native_only=layout == "v4_fnuz",  # is_fp8_fnuz() is the platform's: off gfx942 it is fn
         backend="triton",
         sweeps=("gpu",),
         shape={"quantize": "", layout: ""},
@@ -175,7 +176,9 @@ for suffix, layout, platforms, flavour in (("", "v4", ("cuda",), "e4m3fn"),
         files=QUANT_FILES + (FP8_SHIM,),
         notes=("SGLang's v4 writer (%s; is_fp8_fnuz() picks e4m3fnuz on gfx942, e4m3fn elsewhere, so "
                "gfx950 runs the v4 op): tile amax by tl.max (a NaN does not propagate), scale "
-               "2^ceil(log2(max(amax, 1e-8)/M)), tl.clamp sends a NaN value to -M, and +inf "
+               "2^ceil(log2(max(amax, 1e-8)/M)); tl.clamp of a NaN value, which Triton leaves unspecified, "
+               "stores +M (0x7e) on the H200 (Triton 3.6) where the reference stores -M (0xfe): a "
+               "MISMATCH naming that byte (docs/DESIGN.md, foreign kernels); +inf "
                "gives scale byte 0x7e (int32 wrap-around of ceil(log2(inf)) + 127)." % flavour)
               + SLOT_NOTES,
     ))
@@ -185,6 +188,7 @@ for suffix, layout, platforms, flavour in (("", "v4", ("cuda",), "e4m3fn"),
         module=DEQUANT,
         attr="dequantize_k_cache_paged",
         platforms=platforms,
+        native_only=layout == "v4_fnuz",
         backend="triton",
         sweeps=("gpu",),
         shape={"dequantize_bf16": "", layout: ""},

@@ -73,6 +73,9 @@ def _standin_nan_rows(live):
 
 
 def _aiter_applies(live):
+    D = live.case.inputs["acc"].shape[3] if "acc" in live.case.inputs else 0
+    if D & (D - 1):  # aiter_sparse_split_reduce asserts triton.next_power_of_2(D) == D
+        return f"D={D}: aiter_sparse_split_reduce takes a power-of-two head dimension"
     return _layout_reason(live) or _positions_outside(live) or _standin_nan_rows(live)
 
 
