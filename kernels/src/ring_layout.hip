@@ -157,10 +157,17 @@ __global__ void __launch_bounds__(kScanThreads) window_tile_offsets_kernel(Windo
 __global__ void __launch_bounds__(kBlock) window_tile_fill_kernel(WindowArgs a) {
   __shared__ int32_t sums[kBlock];
   __shared__ int32_t begin_of[kBlock];
+  __shared__ int32_t base_of[kBlock];   // slot * ring: the token's first pool row
+  __shared__ int32_t start_of[kBlock];  // (pos - n + 1) % ring: its oldest row in the ring
   const int64_t first = int64_t(blockIdx.x) * kBlock;
   const int64_t d = first + threadIdx.x;
   const int32_t offset = a.indptr[first];  // pass 2's offset of this tile
   const int32_t n = d < a.D ? window_count(a, d, true) : 0;
+  if (n > 0) {  // the token's loads once, here; the fill below reads shared memory only
+    const int64_t s = a.slot[a.batch_id[d]];
+    base_of[threadIdx.x] = int32_t(s * a.g.ring);
+    start_of[threadIdx.x] = int32_t((a.pos[d] - n + 1) % a.g.ring);
+  }
   const int32_t begin = offset + block_inclusive_scan(n, sums) - n;
   begin_of[threadIdx.x] = begin;
   if (d < a.D) a.indptr[d] = begin;
@@ -168,14 +175,19 @@ __global__ void __launch_bounds__(kBlock) window_tile_fill_kernel(WindowArgs a) 
   constexpr int kWarps = kBlock / 32;
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
   const int64_t tile_end = first + kBlock < a.D ? first + kBlock : a.D;
+  const int32_t ring = int32_t(a.g.ring);  // ring * n_slots <= INT32_MAX (check_ring)
   for (int64_t t = first + warp; t < tile_end; t += kWarps) {
-    const int32_t b0 = begin_of[t - first];
-    const int32_t b1 = t + 1 < tile_end ? begin_of[t + 1 - first] : offset + sums[kBlock - 1];
+    const int k = int(t - first);
+    const int32_t b0 = begin_of[k];
+    const int32_t b1 = t + 1 < tile_end ? begin_of[k + 1] : offset + sums[kBlock - 1];
     const int32_t cnt = b1 - b0;
     if (cnt <= 0) continue;
-    const int64_t s = a.slot[a.batch_id[t]], p0 = a.pos[t] - cnt + 1;
-    for (int32_t i = lane; i < cnt; i += 32)
-      a.rows[b0 + i] = int32_t(s * a.g.ring + (p0 + i) % a.g.ring);
+    const int32_t base = base_of[k], start = start_of[k];
+    // cnt <= win <= ring: the rows wrap around the ring at most once.
+    for (int32_t i = lane; i < cnt; i += 32) {
+      const int32_t r = start + i;
+      a.rows[b0 + i] = base + (r >= ring ? r - ring : r);
+    }
   }
 }
 
