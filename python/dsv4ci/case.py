@@ -1,5 +1,6 @@
 """A dsv4-ci case file in memory: inputs, expected and start states of the outputs, metadata."""
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -91,8 +92,8 @@ class Case:
                                  f"{{name, dtype, shape, start}} objects: {e}") from None
 
     # ---- identity -----------------------------------------------------------------------------
-    @property
-    def vars(self):
+    @functools.cached_property
+    def vars(self):  # parsed once: a case's metadata is fixed once loaded (with_got makes a new Case)
         raw = self.metadata.get("dsv4.vars")
         if not raw:
             return {}

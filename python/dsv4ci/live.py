@@ -51,16 +51,8 @@ class _Starts(dict):
         return self[name] if name in self._names else default
 
 
-class CaseProbe:
-    """A case's inputs on the CPU with LiveCase's accessors, to ask an op whether it applies before
-    any device buffer is made (a large case skipped costs no allocation)."""
-
-    def __init__(self, case, source="sglang"):
-        self.case = case
-        self.source = source
-        self.device = torch.device("cpu")
-        self.inp = case.inputs
-        self.out = _Starts(case)
+class _VarsAccess:
+    """The case's vars, as a LiveCase and a CaseProbe both offer them (needs `self.case`)."""
 
     def var(self, key, default=None):
         return self.case.vars.get(key, default)
@@ -73,7 +65,20 @@ class CaseProbe:
         return self.case.vars.get(word) == ""
 
 
-class LiveCase:
+class CaseProbe(_VarsAccess):
+    """A case's inputs on the CPU with LiveCase's accessors, to ask an op whether it applies before
+    any device buffer is made (a large case skipped costs no allocation)."""
+
+    def __init__(self, case, source="sglang"):
+        self.case = case
+        self.source = source
+        self.device = torch.device("cpu")
+        self.inp = case.inputs
+        self.out = _Starts(case)
+
+
+
+class LiveCase(_VarsAccess):
     """`inp` and `out` on `device`, guarded; `run(fn)` calls `fn(self)` and judges its outputs.
 
     `rounds` are further cases of the same layout (other seeds): a graph run replays the captured
@@ -97,20 +102,9 @@ class LiveCase:
         self._out_guards = {s.name: Guarded(f"out.{s.name}", s.dtype, s.shape, self.device) for s in case.outputs}
         self.inp = {n: g.tensor for n, g in self._in_guards.items()}
         self.out = {n: g.tensor for n, g in self._out_guards.items()}
-        self._current = case
         self.omitted = set()  # outputs the op does not produce (its call returned None for them)
         self.reset()  # inputs readable before the first run (an op's applies() looks at them)
 
-    # ---- the case's vars ------------------------------------------------------------------------
-    def var(self, key, default=None):
-        return self.case.vars.get(key, default)
-
-    def ivar(self, key, default=None):
-        v = self.case.vars.get(key)
-        return default if v in (None, "") else int(v)
-
-    def flag(self, word):
-        return self.case.vars.get(word) == ""
 
     # ---- state ------------------------------------------------------------------------------
     def reset(self, case=None):
@@ -120,7 +114,6 @@ class LiveCase:
             self.inp[n].copy_(t)
         for s in case.outputs:
             self.out[s.name].copy_(case.start_state(s.name))
-        self._current = case
 
     def _store(self, res):
         if res is None:
