@@ -102,8 +102,15 @@ std::string drawn_path(const std::string& dir, const std::string& family, const 
 
 fx::Case drawn_case(const fx::KernelCase& k, const fx::Vars& v, uint64_t seed) {
   fx::Rng rng(seed);  // what fx::check_case(k, seed, ...) launches
-  fx::Case c{k.family(), v.str(), seed, k.draw(rng), {}, {}, {}};
-  c.want = k.reference(c.inputs);
+  fx::Tensors in = k.draw(rng);
+  fx::Tensors want = k.reference(in);
+  return drawn_case(k, v, seed, std::move(in), std::move(want));
+}
+
+fx::Case drawn_case(const fx::KernelCase& k, const fx::Vars& v, uint64_t seed, fx::Tensors inputs,
+                    fx::Tensors want) {
+  fx::Case c{k.family(), v.str(), seed, std::move(inputs), {}, {}, {}};
+  c.want = std::move(want);
   json outs = json::array();
   for (const fx::OutputSpec& o : k.outputs(c.inputs)) {
     c.start[o.name] = start_of(o, c.inputs, k.family());

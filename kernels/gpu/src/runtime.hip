@@ -171,6 +171,10 @@ DeviceInfo device_info() {
   info.wave_width = p.warpSize;
   info.compute_units = p.multiProcessorCount;
   info.total_memory = p.totalGlobalMem;
+  int driver = 0, runtime = 0;
+  DSV4_GPU_CHECK(hipDriverGetVersion(&driver));
+  DSV4_GPU_CHECK(hipRuntimeGetVersion(&runtime));
+  info.driver = "driver " + std::to_string(driver) + ", runtime " + std::to_string(runtime);
   return info;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <sstream>
 
 #include "dsv4/cases/declared_inputs.hpp"
@@ -61,6 +62,21 @@ rr::Ring ref_ring(const fx::Tensors& in) {
 
 bool has(const fx::Tensors& in, const char* name) { return in.count(name) != 0; }
 
+// Leaves the geometry and the inputs of `launcher` alone (the case runs the launchers whose inputs
+// are given).
+void keep_launcher(fx::Tensors& in, const std::string& launcher) {
+  static const std::map<std::string, std::vector<std::string>> kInputs = {
+      {"token_locs", {"slot", "pos", "final_pos"}},
+      {"verify_locs", {"batch_slot", "verify_pos", "commit_len"}},
+      {"window_rows", {"batch_id", "pos", "batch_slot"}},
+      {"prefill_slots", {"req_slot", "prefill_indptr", "pos"}},
+  };
+  fx::Tensors kept;
+  for (const char* g : {"ring", "win", "n_slots"}) kept[g] = in.at(g);
+  for (const std::string& k : kInputs.at(launcher)) kept[k] = in.at(k);
+  in = std::move(kept);
+}
+
 }  // namespace
 
 fx::Vars RingLayoutShape::vars() const {
@@ -69,6 +85,7 @@ fx::Vars RingLayoutShape::vars() const {
   if (max_pos) v.add("max_pos", max_pos);
   if (first_offset) v.add("first", first_offset);
   if (max_request) v.add("max_request", max_request);
+  if (!launcher.empty()) v.add("launcher", launcher);
   return v;
 }
 
@@ -83,6 +100,8 @@ RingLayoutShape RingLayoutShape::from_vars(fx::VarsReader& r) {
   s.max_pos = r.num("max_pos", s.max_pos);
   s.first_offset = r.num("first", s.first_offset);
   s.max_request = r.num("max_request", s.max_request);
+  s.launcher =
+      r.word("launcher", {"token_locs", "verify_locs", "window_rows", "prefill_slots"}, "");
   return s;
 }
 
@@ -178,6 +197,7 @@ fx::Tensors RingLayoutCase::draw(fx::Rng& rng) const {
   if (n > 0 && rng.uniform() < 0.5) ip.back() = int32_t(n) + 5;
   in["prefill_indptr"] = st::Tensor::of<int32_t>(ip);
   in["req_slot"] = st::Tensor::of<int64_t>(hostile_slots(rng, size_t(B), s.n_slots));
+  if (!s.launcher.empty()) keep_launcher(in, s.launcher);
   return in;
 }
 

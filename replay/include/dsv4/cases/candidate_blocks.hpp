@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "dsv4/cases/bench_rows.hpp"
 #include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
@@ -50,6 +51,9 @@ class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape>, public Fore
   static std::vector<fx::NamedSweep<CandidateBlocksShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
+  // dsv4-bench's rows and a launch's work (candidate_blocks_bench.cpp).
+  static std::vector<BenchRow> bench_rows();
+  fx::Work work(const fx::Tensors& in, const fx::Tensors& want) const override;
 
   std::string family() const override { return "candidate_blocks"; }
   fx::Tensors draw(fx::Rng& rng) const override;

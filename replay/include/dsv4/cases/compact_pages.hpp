@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/bench_rows.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/fixtures/generators.hpp"
@@ -61,6 +62,9 @@ class CompactPagesCase : public ShapedCase<CompactPagesShape> {
   // Starts from the shape the file states.
   explicit CompactPagesCase(const fx::Tensors& in, const CompactPagesShape& stated = {});
   static std::vector<fx::NamedSweep<CompactPagesShape>> sweeps();
+  // dsv4-bench's rows and a launch's work (compact_pages_bench.cpp).
+  static std::vector<BenchRow> bench_rows();
+  fx::Work work(const fx::Tensors& in, const fx::Tensors& want) const override;
 
   std::string family() const override { return "compact_pages"; }
   fx::Tensors draw(fx::Rng& rng) const override;

@@ -19,6 +19,7 @@
 #include <functional>
 #include <string>
 
+#include "dsv4/cases/bench_rows.hpp"
 #include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
@@ -64,6 +65,9 @@ class IndexerTopkCase : public ShapedCase<IndexerTopkShape>, public Foreign {
   static std::vector<fx::NamedSweep<IndexerTopkShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
+  // dsv4-bench's rows and a launch's work (indexer_topk_bench.cpp).
+  static std::vector<BenchRow> bench_rows();
+  fx::Work work(const fx::Tensors& in, const fx::Tensors& want) const override;
 
   std::string family() const override { return "indexer_topk"; }
   fx::Tensors draw(fx::Rng& rng) const override;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/bench_rows.hpp"
 #include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
@@ -56,6 +57,9 @@ class KvStoreCase : public ShapedCase<KvStoreShape> {
   static std::vector<fx::NamedSweep<KvStoreShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
+  // dsv4-bench's rows and a launch's work (kv_store_bench.cpp).
+  static std::vector<BenchRow> bench_rows();
+  fx::Work work(const fx::Tensors& in, const fx::Tensors& want) const override;
   bool fused() const { return fused_; }
 
   std::string family() const override { return "kv_store"; }

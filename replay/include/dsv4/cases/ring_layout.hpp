@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/bench_rows.hpp"
 #include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
@@ -33,6 +34,9 @@ struct RingLayoutShape {
   int64_t max_pos = 0;       // positions drawn in [0, max_pos]; 0: 4 * ring
   int64_t first_offset = 0;  // prefill tokens before the first request (indptr[0])
   int64_t max_request = 0;   // longest prefill request; 0: 2 * V
+  // One launcher only (token_locs, verify_locs, window_rows, prefill_slots: the case draws
+  // only its inputs); "": all four.
+  std::string launcher = {};
   int64_t B() const { return n / V > 1 ? n / V : 1; }
   int64_t ring_size() const { return ring ? ring : win + V - 1; }
   fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
@@ -57,6 +61,9 @@ class RingLayoutCase : public ShapedCase<RingLayoutShape> {
   static std::vector<fx::NamedSweep<RingLayoutShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
+  // dsv4-bench's rows and a launch's work (ring_layout_bench.cpp).
+  static std::vector<BenchRow> bench_rows();
+  fx::Work work(const fx::Tensors& in, const fx::Tensors& want) const override;
 
   std::string family() const override { return "ring_layout"; }
   fx::Tensors draw(fx::Rng& rng) const override;

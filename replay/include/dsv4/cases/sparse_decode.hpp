@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "dsv4/cases/bench_rows.hpp"
 #include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
@@ -68,6 +69,9 @@ class SparseDecodeCase : public ShapedCase<SparseDecodeShape>, public Foreign {
   static std::vector<fx::NamedSweep<SparseDecodeShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
+  // dsv4-bench's rows and a launch's work (sparse_decode_bench.cpp).
+  static std::vector<BenchRow> bench_rows();
+  fx::Work work(const fx::Tensors& in, const fx::Tensors& want) const override;
 
   std::string family() const override { return "sparse_decode"; }
   fx::Tensors draw(fx::Rng& rng) const override;

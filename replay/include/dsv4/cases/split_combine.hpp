@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <string>
 
+#include "dsv4/cases/bench_rows.hpp"
 #include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/foreign.hpp"
 #include "dsv4/cases/shaped_case.hpp"
@@ -62,6 +63,9 @@ class SplitCombineCase : public ShapedCase<SplitCombineShape>, public Foreign {
   static std::vector<fx::NamedSweep<SplitCombineShape>> sweeps();
   // The case layout, declared once (the case-file reader and --list derive from it).
   static InputDecls declared_inputs();
+  // dsv4-bench's rows and a launch's work (split_combine_bench.cpp).
+  static std::vector<BenchRow> bench_rows();
+  fx::Work work(const fx::Tensors& in, const fx::Tensors& want) const override;
 
   std::string family() const override { return "split_combine"; }
   fx::Tensors draw(fx::Rng& rng) const override;

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "dsv4/cases/bench_rows.hpp"
 #include "dsv4/fixtures/case_file.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/fixtures/kernel_case.hpp"
@@ -87,6 +88,8 @@ struct Family {
       std::function<std::vector<fx::Vars>()> points;
     };
     std::vector<NamedSweep> sweeps;
+    // The family's benchmark rows (cases::BenchRow, dsv4-bench); empty: none declared.
+    std::function<std::vector<cases::BenchRow>()> bench;
   };
 
   std::string name;
@@ -185,6 +188,9 @@ std::string drawn_path(const std::string& dir, const std::string& family, const 
 // A drawn case: the inputs of `k` for `seed`, want.* the reference's outputs, start.* every
 // output's start state, and the metadata (dsv4.shape, dsv4.repro, dsv4.outputs, dsv4.vars, ...).
 fx::Case drawn_case(const fx::KernelCase& k, const fx::Vars& v, uint64_t seed);
+// The same of inputs already drawn from Rng(seed) and their reference outputs.
+fx::Case drawn_case(const fx::KernelCase& k, const fx::Vars& v, uint64_t seed, fx::Tensors inputs,
+                    fx::Tensors want);
 
 // The command line: dsv4-replay CASE.safetensors [--family NAME] [--reference|--device]
 // [--strict|--tolerant] [--json] [--list] [--help], or dsv4-replay --draw FAMILY [--shape SPEC |

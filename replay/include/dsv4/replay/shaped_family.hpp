@@ -8,6 +8,7 @@
 //                                             from a case file's inputs, starting from `stated`
 //   static Shape Shape::from_vars(fx::VarsReader&)   the inverse of Shape::vars()
 //   static std::vector<fx::NamedSweep<Shape>> sweeps()   the GPU test's named sweeps
+//   static std::vector<cases::BenchRow> bench_rows()     optional: dsv4-bench's rows
 // and, for shaped_family, static cases::InputDecls declared_inputs().
 
 #include <memory>
@@ -69,6 +70,8 @@ Family::Drawing drawing_of(const std::string& family) {
                               out.push_back(p.shape.vars());
                           return out;
                         }});
+  if constexpr (requires { CaseClass::bench_rows(); })
+    d.bench = [] { return CaseClass::bench_rows(); };
   return d;
 }
 

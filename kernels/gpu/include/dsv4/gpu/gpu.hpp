@@ -79,6 +79,8 @@ inline hipError_t hipGetDeviceProperties(hipDeviceProp_t* p, int d) {
   return cudaGetDeviceProperties(p, d);
 }
 inline hipError_t hipDeviceSynchronize() { return cudaDeviceSynchronize(); }
+inline hipError_t hipDriverGetVersion(int* v) { return cudaDriverGetVersion(v); }
+inline hipError_t hipRuntimeGetVersion(int* v) { return cudaRuntimeGetVersion(v); }
 inline hipError_t hipMemGetInfo(size_t* free_b, size_t* total_b) {
   return cudaMemGetInfo(free_b, total_b);
 }
@@ -267,6 +269,8 @@ DSV4_GPU_NO_DEVICE_(hipSetDevice, int)
 DSV4_GPU_NO_DEVICE_(hipGetDevice, int*)
 DSV4_GPU_NO_DEVICE_(hipGetDeviceProperties, hipDeviceProp_t*, int)
 DSV4_GPU_NO_DEVICE_(hipDeviceSynchronize)
+DSV4_GPU_NO_DEVICE_(hipDriverGetVersion, int*)
+DSV4_GPU_NO_DEVICE_(hipRuntimeGetVersion, int*)
 DSV4_GPU_NO_DEVICE_(hipMemGetInfo, size_t*, size_t*)
 DSV4_GPU_NO_DEVICE_(hipMalloc, void**, size_t)
 DSV4_GPU_NO_DEVICE_(hipFree, void*)

@@ -26,6 +26,7 @@ struct DeviceInfo {
   int wave_width = 0;       // 32 on NVIDIA and RDNA, 64 on CDNA
   int compute_units = 0;    // SMs / CUs
   size_t total_memory = 0;  // bytes
+  std::string driver;       // "driver 13000, runtime 13000" (the runtime's version numbers)
 };
 
 // Which backend this build was made for: "cuda", "hip" or "none".

@@ -1,36 +1,16 @@
-// Benchmark helpers: event-timed medians, the device copy ceiling, and a plain-text table.
+// dsv4-bench's timing: event-timed medians, the device copy ceiling, and a table streamed by row.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <functional>
-#include <map>
-#include <optional>
-#include <sstream>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "dsv4/gpu/runtime.hpp"
 
 namespace dsv4::bench {
-
-// A device allocation (no poison, no canaries: benchmarks only), filled from a host vector or
-// left uninitialised, freed at scope exit.
-template <class T>
-struct Dev {
-  T* p = nullptr;
-  explicit Dev(const std::vector<T>& v) {
-    p = static_cast<T*>(gpu::malloc_bytes(v.size() * sizeof(T)));
-    gpu::copy_to_device(p, v.data(), v.size() * sizeof(T));
-  }
-  explicit Dev(size_t n) { p = static_cast<T*>(gpu::malloc_bytes(n * sizeof(T))); }
-  ~Dev() { gpu::free_bytes(p); }
-  Dev(const Dev&) = delete;
-  Dev& operator=(const Dev&) = delete;
-};
 
 // Median over `reps` samples of the time per call, each sample timing `batch` back-to-back calls
 // with device events (so launch gaps of tiny kernels are amortised). run(i) receives a running
@@ -136,92 +116,10 @@ class Table {
   std::string last_;
 };
 
-// The table's last line: "targets: all met" only when every judged row met its target and no row
-// whose target needs a PyTorch peer went without one (a missing peer file is not a pass).
-inline void print_targets(int missed, int unjudged) {
-  if (missed)
-    std::printf("targets: some MISSED (see the table)\n");
-  else if (unjudged)
-    std::printf(
-        "targets: %d rows not judged (no PyTorch peer: run bench/torch_peers.py and pass "
-        "--torch FILE); the others met\n",
-        unjudged);
-  else
-    std::printf("targets: all met\n");
-  std::fflush(stdout);
-}
-
-// Names the row about to be measured in the deadline's report (the Table's label otherwise).
-inline void measuring(const std::string& what) { gpu::set_activity(what); }
-
 inline std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
-
-// Traffic cells of a table row, after the header cells kTrafficHeader: the bytes a call moves
-// (KB), the achieved GB/s, the copy ceiling's GB/s measured in the same run, and the fraction of
-// it.
-inline const std::vector<std::string> kTrafficHeader = {"KB moved", "GB/s", "copy GB/s", "of copy"};
-inline std::vector<std::string> traffic_cells(double bytes, double us, double copy_gbps) {
-  const double gbps = bytes / (us * 1e3);
-  return {fmt("%.0f", bytes / 1e3), fmt("%.0f", gbps), fmt("%.0f", copy_gbps),
-          fmt("%.0f%%", 100.0 * gbps / copy_gbps)};
-}
-// `head` followed by `tail` (a row or a header with traffic cells spliced in).
-inline std::vector<std::string> joined(std::vector<std::string> head,
-                                       const std::vector<std::string>& tail) {
-  head.insert(head.end(), tail.begin(), tail.end());
-  return head;
-}
-
-// False, with a note, when the build or the machine has no GPU (the caller exits 0: a benchmark
-// is not a test); else prints the table's first line: the benchmark, the device and the backend.
-inline bool require_gpu(const char* name) {
-  std::string why;
-  if (!gpu::available(&why)) {
-    std::printf("%s: not run: %s\n", name, why.c_str());
-    return false;
-  }
-  const gpu::DeviceInfo d = gpu::device_info();
-  std::printf("%s on %s (%s), %d compute units, backend %s\n", name, d.name.c_str(), d.arch.c_str(),
-              d.compute_units, gpu::backend());
-  return true;
-}
-
-// PyTorch peer timings written by bench/torch_peers.py in the same device session (CSV lines
-// `peer,B,n,us`), read by `--torch FILE`; a missing file or line leaves the cell "n/a".
-class Peers {
- public:
-  Peers(int argc, char** argv) {
-    for (int i = 1; i + 1 < argc; ++i)
-      if (std::string(argv[i]) == "--torch") load(argv[i + 1]);
-  }
-  std::optional<double> us(const std::string& peer, int64_t B, int64_t n) const {
-    const auto it = us_.find({peer, B, n});
-    if (it == us_.end()) return std::nullopt;
-    return it->second;
-  }
-  std::string cell(const std::string& peer, int64_t B, int64_t n) const {
-    const auto v = us(peer, B, n);
-    return v ? fmt("%.2f", *v) : "n/a";
-  }
-
- private:
-  void load(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) std::printf("warning: --torch %s cannot be read\n", path.c_str());
-    std::string line;
-    while (std::getline(in, line)) {
-      std::stringstream ss(line);
-      std::string peer, b, n, us;
-      if (std::getline(ss, peer, ',') && std::getline(ss, b, ',') && std::getline(ss, n, ',') &&
-          std::getline(ss, us))
-        us_[{peer, std::stoll(b), std::stoll(n)}] = std::stod(us);
-    }
-  }
-  std::map<std::tuple<std::string, int64_t, int64_t>, double> us_;
-};
 
 }  // namespace dsv4::bench

@@ -1,0 +1,40 @@
+// ring_layout's benchmark rows and a launch's work: each launcher at DSpark's geometry.
+#include "dsv4/cases/ring_layout.hpp"
+
+namespace dsv4::cases {
+
+std::vector<BenchRow> RingLayoutCase::bench_rows() {
+  std::vector<BenchRow> rows;
+  for (int64_t n : {64, 4096, 65536, 262144})
+    for (const char* launcher : {"token_locs", "verify_locs", "window_rows", "prefill_slots"}) {
+      // DSpark's geometry: window 125, 4 draft tokens, ring 128; positions up to 2^20.
+      BenchRow r{RingLayoutShape{.n = n,
+                                 .V = 4,
+                                 .win = 125,
+                                 .n_slots = 4096,
+                                 .max_pos = int64_t(1) << 20,
+                                 .max_request = 8,
+                                 .launcher = launcher}
+                     .vars()};
+      if (std::string(launcher) == "window_rows" && n >= 65536) r.targets = {target::of_copy(0.50)};
+      rows.push_back(r);
+    }
+  return rows;
+}
+
+// Every input and output once, of the window rows only those the indptr says are written.
+fx::Work RingLayoutCase::work(const fx::Tensors& in, const fx::Tensors& want) const {
+  fx::Work w;
+  for (const auto& [name, t] : in) w.bytes += t.shape.empty() ? 0 : double(t.data.size());
+  for (const auto& [name, t] : want) {
+    if (name == "rows") {
+      const auto ip = want.at("indptr").values<int32_t>();
+      w.bytes += 4.0 * double(ip.back() - ip.front());
+    } else if (name != "errors") {
+      w.bytes += double(t.data.size());
+    }
+  }
+  return w;
+}
+
+}  // namespace dsv4::cases
