@@ -1,240 +1,213 @@
 #!/usr/bin/env python3
-"""PyTorch peers of the kernel benchmarks, eager and torch.compile, timed on the same GPU.
+"""PyTorch peers of the kernel families, timed eager and under torch.compile on the cases' own tensors.
 
-Usage: python3 bench/torch_peers.py FAMILY > peers.csv, then bench_FAMILY --torch peers.csv.
-Prints CSV lines `peer,B,n,us` (median microseconds per call over CUDA-event timed batches).
-Families: indexer_topk (B x len scores, K = 512), sampling_renorm (V = 129280, the sort-based
-top-k and top-p renormalisation expressions a PyTorch user would write), candidate_blocks (SGLang's
-torch path: block maxima, the newest block forced in, top blocks, masked top-K keys, sorted),
-split_combine (the merge expression over normalised partials and base-2 lse, with the sink;
-peer "<eager|compile> split_combine S<S> H<H>", n = D), sparse_decode (gather + dequantise of
-SGLang's V4.1 pages + explicit softmax with the sink, which scaled_dot_product_attention lacks;
-peer "<eager|compile> sparse_decode <layout> H<H> P<P>", n = K).
+    python3 bench/torch_peers.py DIR_OR_FILES... [--out FILE.jsonl] [--device cuda|cpu]
+                                 [--family F] [--no-compile] [--reps N]
+
+Reads case files (what `dsv4-replay --draw FAMILY --shape ... --out DIR` writes; a directory
+stands for its *.safetensors files) and runs, for each, its family's peer (python/dsv4ci/peers:
+the expression a PyTorch user writes for the operation, on the case's inputs and its outputs'
+start states): the median microseconds per call over CUDA-event timed batches (wall clock on the
+CPU), eagerly and compiled (torch.compile with dynamic shapes, else one static compile).
+
+Writes JSON Lines (to --out, else stdout), one object per case, flushed as the case finishes:
+{"file", "family", "shape", "peer", "device", "torch", "eager_us", "compile_us", "eager_error",
+"compile_error"} (null where absent; an error's message where a run failed, or why the peer
+cannot model the case). --family F keeps the cases of family F; --no-compile leaves compile_us
+null; --reps N timed batches per median (default 30).
+
+Exit status: 0 every case timed; 1 some peer failed (or cannot model its case); 2 bad usage (a
+flag, or a file that is not a case file); 3 could not run (no torch, no such device, no case files).
 """
+
+import argparse
+import glob
+import json
+import os
 import sys
+import time
 
-import torch
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+
+EXIT_OK, EXIT_PEER_FAILED, EXIT_USAGE, EXIT_CANNOT_RUN = 0, 1, 2, 3
 
 
-def median_us(fn, reps=30, batch=20, warmup=5):
+class Usage(Exception):
+    """Bad usage: exit 2 with the message."""
+
+
+def median_us(fn, device="cuda", reps=30, batch=20, warmup=5):
+    """Median microseconds per call of fn() over `reps` timed batches of `batch` calls."""
+    import torch
+
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    cuda = torch.device(device).type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     samples = []
     for _ in range(reps):
-        a.record()
+        if cuda:
+            a.record()
+        else:
+            t0 = time.perf_counter()
         for _ in range(batch):
             fn()
-        b.record()
-        b.synchronize()
-        samples.append(1000.0 * a.elapsed_time(b) / batch)
+        if cuda:
+            b.record()
+            b.synchronize()
+            samples.append(1000.0 * a.elapsed_time(b) / batch)
+        else:
+            samples.append(1e6 * (time.perf_counter() - t0) / batch)
     samples.sort()
     return samples[len(samples) // 2]
 
 
-def emit(peer, B, n, us):
-    print(f"{peer},{B},{n},{us:.3f}", flush=True)
+def _message(e):
+    return f"{type(e).__name__}: {e}".strip().splitlines()[0][:500]
 
 
 def compiled_peer(fn):
     """torch.compile(fn) with dynamic shapes, falling back to one static compile per shape when
-    Inductor refuses the dynamic graph; None (a missing cell) when both fail."""
-    dyn, static = torch.compile(fn, dynamic=True), torch.compile(fn, dynamic=False)
+    Inductor refuses the dynamic graph. pick(*args) -> (the compiled callable, None) or (None,
+    both failures' messages)."""
+    import torch
 
-    def run(*args):
-        try:
-            dyn(*args)
-            return dyn
-        except Exception as e:  # noqa: BLE001 - report and try the static compile
-            print(f"dynamic compile of {fn.__name__} failed: {e!r}"[:300], file=sys.stderr)
-        try:
-            static(*args)
-            return static
-        except Exception as e:  # noqa: BLE001
-            print(f"static compile of {fn.__name__} failed: {e!r}"[:300], file=sys.stderr)
-            return None
+    def pick(*args):
+        errors = []
+        for kind, dynamic in (("dynamic", True), ("static", False)):
+            try:
+                f = torch.compile(fn, dynamic=dynamic)  # torch < 2.0 has none: the row says so
+                f(*args)
+                return f, None
+            except Exception as e:  # noqa: BLE001 - reported, then the next compile is tried
+                errors.append(f"{kind} compile: {_message(e)}")
+        return None, "; ".join(errors)
 
-    return run
-
-
-def emit_compiled(peer, B, n, pick, *args):
-    f = pick(*args)
-    if f is not None:
-        emit(peer, B, n, median_us(lambda: f(*args)))
+    return pick
 
 
-def indexer_topk():
-    K = 512
-
-    def topk_sorted(s):
-        return torch.topk(s, K, dim=-1, sorted=False).indices.sort(dim=-1).values
-
-    compiled = compiled_peer(topk_sorted)
-    for B in (1, 32, 128):
-        for n in (1024, 8192, 32768):
-            g = torch.Generator(device="cuda").manual_seed(B * 7 + n)
-            s = torch.randn(B, n, device="cuda", generator=g)
-            idx = torch.topk(s, K, dim=-1, sorted=False).indices
-            emit("torch.topk unsorted", B, n, median_us(lambda: torch.topk(s, K, dim=-1, sorted=False)))
-            emit("torch.sort of the K indices", B, n, median_us(lambda: idx.sort(dim=-1)))
-            emit("eager topk+sort", B, n, median_us(lambda: topk_sorted(s)))
-            emit_compiled("compile topk+sort", B, n, compiled, s)
+def case_files(paths):
+    """The case files named by the arguments, in order (a directory: its *.safetensors, sorted)."""
+    files = []
+    for p in paths:
+        if os.path.isdir(p):
+            files += sorted(glob.glob(os.path.join(p, "**", "*.safetensors"), recursive=True))
+        elif os.path.isfile(p):
+            files.append(p)
+        else:
+            raise Usage(f"{p}: no such file or directory")
+    return files
 
 
-def topk_renorm(probs, k):
-    sorted_p = probs.sort(dim=-1, descending=True).values
-    pivot = sorted_p.gather(1, (k.long() - 1).clamp(0, probs.shape[1] - 1).unsqueeze(1))
-    kept = torch.where(probs >= pivot, probs, torch.zeros_like(probs))
-    return kept / kept.sum(dim=-1, keepdim=True)
+def parse(argv):
+    ap = argparse.ArgumentParser(prog="torch_peers.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("paths", nargs="+", metavar="DIR_OR_FILES")
+    ap.add_argument("--out", metavar="FILE.jsonl")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--family")
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--reps", default="30")
+    args = ap.parse_args(argv)  # exits 2 on an unknown flag, naming it
+    if args.device not in ("cuda", "cpu"):
+        raise Usage(f"--device {args.device!r}: must be cuda or cpu")
+    try:
+        args.reps = int(args.reps)
+    except ValueError:
+        raise Usage(f"--reps {args.reps!r}: not an integer") from None
+    if args.reps < 1:
+        raise Usage(f"--reps {args.reps}: must be at least 1")
+    return args
 
 
-def topp_renorm(probs, p):
-    sorted_p, idx = probs.sort(dim=-1, descending=True)
-    before = sorted_p.cumsum(dim=-1) - sorted_p
-    sorted_p = torch.where(before >= p.unsqueeze(1), torch.zeros_like(sorted_p), sorted_p)
-    kept = torch.zeros_like(probs).scatter_(1, idx, sorted_p)
-    return kept / kept.sum(dim=-1, keepdim=True)
+def time_case(path, args, torch, peers, Case, FormatError):
+    """The JSON object of one case file (None when --family leaves it out)."""
+    try:
+        case = Case.load(path)
+    except (FormatError, OSError, ValueError) as e:
+        raise Usage(f"{path}: not a case file: {e}") from None
+    if args.family and case.family != args.family:
+        return None
+    row = {"file": path, "family": case.family, "shape": case.metadata.get("dsv4.shape"), "peer": None,
+           "device": args.device, "torch": torch.__version__, "eager_us": None, "compile_us": None,
+           "eager_error": None, "compile_error": None}
+    try:
+        peer = peers.build(case)
+    except peers.Unmodelled as e:
+        row["eager_error"] = row["compile_error"] = f"the peer cannot model this case: {e}"
+        return row
+    row["peer"] = peer.name
+    inp = {n: t.to(args.device) for n, t in case.inputs.items()}
+    start = peers.start_states(case, args.device)
+    batch = 20 if args.device == "cuda" else 1
+    try:
+        row["eager_us"] = median_us(lambda: peer.fn(inp, start), args.device, args.reps, batch)
+    except Exception as e:  # noqa: BLE001 - the row says why
+        row["eager_error"] = _message(e)
+    if not args.no_compile:
+        f, err = compiled_peer(peer.fn)(inp, start)
+        if f is None:
+            row["compile_error"] = err
+        else:
+            try:
+                row["compile_us"] = median_us(lambda: f(inp, start), args.device, args.reps, batch)
+            except Exception as e:  # noqa: BLE001
+                row["compile_error"] = _message(e)
+    return row
 
 
-def sampling_renorm():
-    V = 129280
-    ck, cp = compiled_peer(topk_renorm), compiled_peer(topp_renorm)
-    for B in (1, 64, 256):
-        g = torch.Generator(device="cuda").manual_seed(B)
-        probs = torch.softmax(3 * torch.randn(B, V, device="cuda", generator=g), dim=-1)
-        k = torch.full((B,), 50, dtype=torch.int32, device="cuda")
-        p = torch.full((B,), 0.9, dtype=torch.float32, device="cuda")
-        emit("eager top-k", B, V, median_us(lambda: topk_renorm(probs, k)))
-        emit_compiled("compile top-k", B, V, ck, probs, k)
-        emit("eager top-p", B, V, median_us(lambda: topp_renorm(probs, p)))
-        emit_compiled("compile top-p", B, V, cp, probs, p)
+def run(argv):
+    args = parse(argv)
+    files = case_files(args.paths)
+    try:
+        import torch
+
+        from dsv4ci import peers
+        from dsv4ci.case import Case
+        from dsv4ci.safetensors_io import FormatError
+    except ImportError as e:
+        print(f"torch_peers.py: could not run: {e} (the peers need torch)", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("torch_peers.py: could not run: --device cuda: no such device (torch sees no CUDA or "
+              "ROCm GPU; --device cpu runs on the CPU)", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    if not files:
+        print(f"torch_peers.py: could not run: no case files in {' '.join(args.paths)}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    sink = open(args.out, "w") if args.out else sys.stdout
+    timed = failed = 0
+    try:
+        for path in files:
+            row = time_case(path, args, torch, peers, Case, FormatError)
+            if row is None:
+                continue
+            sink.write(json.dumps(row) + "\n")
+            sink.flush()
+            ok = row["eager_error"] is None and (args.no_compile or row["compile_error"] is None)
+            timed, failed = timed + ok, failed + (not ok)
+            if args.out:
+                print(f"{row['family']} {row['shape']}: {row['peer']} eager {row['eager_us']} us, "
+                      f"compile {row['compile_us']} us"
+                      + "".join(f"; {k}: {row[k]}" for k in ("eager_error", "compile_error") if row[k]),
+                      flush=True)
+    finally:
+        if args.out:
+            sink.close()
+    if not timed and not failed:
+        print(f"torch_peers.py: could not run: no {args.family} case in {' '.join(args.paths)}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
+    return EXIT_PEER_FAILED if failed else EXIT_OK
 
 
-def candidate_keys(scores, lens, nb: int, bs: int, K: int):
-    B, W = scores.shape
-    cols = torch.arange(W, device=scores.device)
-    s = scores.masked_fill(cols >= lens.unsqueeze(1), -torch.inf)
-    blocks = s.unflatten(-1, (-1, bs)).amax(dim=-1)
-    last = (lens.long() - 1) // bs
-    blocks = blocks.masked_fill(torch.arange(blocks.shape[1], device=s.device) == last.unsqueeze(1), torch.inf)
-    top = blocks.topk(nb, dim=-1)
-    keep = torch.zeros_like(blocks, dtype=torch.bool).scatter_(-1, top.indices, top.values > -torch.inf)
-    s = s.masked_fill(~keep.repeat_interleave(bs, dim=-1), -torch.inf)
-    return s.topk(K, dim=-1, sorted=False).indices.sort(dim=-1).values
-
-
-def candidate_blocks():
-    nb, bs, K = 16, 64, 512
-    compiled = compiled_peer(candidate_keys)
-    for B in (1, 32, 128):
-        for n in (8192, 32768):
-            g = torch.Generator(device="cuda").manual_seed(B * 5 + n)
-            s = torch.randn(B, n, device="cuda", generator=g)
-            lens = torch.full((B,), n, dtype=torch.int32, device="cuda")
-            emit("eager candidate_blocks", B, n, median_us(lambda: candidate_keys(s, lens, nb, bs, K)))
-            emit_compiled("compile candidate_blocks", B, n, compiled, s, lens, nb, bs, K)
-
-
-LOG2E = 1.4426950408889634
-
-
-def merge_partials(o, lse, sink):
-    """o [B,S,H,D] fp32 partials normalised by their own sums, lse [B,S,H] base 2, sink [H]."""
-    m = lse.amax(dim=1)
-    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-    ms = torch.maximum(m, sink * LOG2E)
-    w = torch.exp2(lse - ms[:, None])
-    den = w.sum(1) + torch.exp2(sink * LOG2E - ms)
-    out = (w[..., None] * o).sum(1) / den[..., None]
-    lse_out = (torch.log2(torch.exp2(lse - m[:, None]).sum(1)) + m) / LOG2E
-    return out.to(torch.bfloat16), lse_out
-
-
-def split_combine():
-    compiled = compiled_peer(merge_partials)
-    for B, S, H, D in ((1, 16, 128, 512), (8, 8, 128, 512), (64, 8, 128, 512), (64, 16, 64, 512)):
-        g = torch.Generator(device="cuda").manual_seed(B * 3 + S)
-        o = torch.randn(B, S, H, D, device="cuda", generator=g)
-        lse = torch.rand(B, S, H, device="cuda", generator=g) * 20 - 10
-        sink = torch.randn(H, device="cuda", generator=g)
-        emit(f"eager split_combine S{S} H{H}", B, D, median_us(lambda: merge_partials(o, lse, sink)))
-        emit_compiled(f"compile split_combine S{S} H{H}", B, D, compiled, o, lse, sink)
-
-
-E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
-
-
-def page_geometry(layout: str, page: int):
-    data, scale, align = {"v41": (512, 16, 512), "v41_fp4": (256, 32, 256)}[layout]
-    return data, scale, -(-page * (data + scale) // align) * align
-
-
-def dequant_rows(pool, slots, fp4: bool, page: int):
-    """pool [pages, page_bytes] uint8, slots [N] -> [N, 512] bf16, as SGLang's readers decode."""
-    data, scale_bytes, page_bytes = page_geometry("v41_fp4" if fp4 else "v41", page)
-    flat = pool.view(-1)
-    base, row = (slots // page) * page_bytes, slots % page
-    codes = flat[base[:, None] + row[:, None] * data + torch.arange(data, device=pool.device)]
-    s_at = base[:, None] + page * data + row[:, None] * scale_bytes
-    scales = flat[s_at + torch.arange(scale_bytes, device=pool.device)]
-    if not fp4:
-        v = codes.view(torch.float8_e4m3fn).float()
-        sc = (scales.int() << 23).view(torch.float32)
-        sc = torch.where(scales == 0, torch.full_like(sc, 2.0**-127), sc)
-        return (v * sc.repeat_interleave(32, dim=1)).to(torch.bfloat16)
-    table = torch.tensor(E2M1, device=pool.device)
-    v = torch.stack((table[(codes & 15).long()], table[(codes >> 4).long()]), dim=-1)
-    v = v.reshape(codes.shape[0], 512)
-    return (v * scales.view(torch.float8_e4m3fn).float().repeat_interleave(16, dim=1)).to(torch.bfloat16)
-
-
-def sparse_attention(q, pool, idx, lengths, sink, fp4: bool, page: int, sm_scale: float):
-    """q [B,H,512] bf16, idx [B,K] int32 slots (-1: none), lengths [B] -> out bf16, lse."""
-    B, H, D = q.shape
-    K = idx.shape[1]
-    valid = (idx >= 0) & (torch.arange(K, device=q.device)[None] < lengths[:, None])
-    slots = torch.where(valid, idx, torch.zeros_like(idx)).long().view(-1)
-    kv = dequant_rows(pool, slots, fp4, page).view(B, K, D).float()
-    s = torch.einsum("bhd,bkd->bhk", q.float(), kv) * sm_scale
-    s = s.masked_fill(~valid[:, None], float("-inf"))
-    s = torch.cat((s, sink[None, :, None].expand(B, H, 1)), dim=-1)
-    out = torch.einsum("bhk,bkd->bhd", torch.softmax(s, dim=-1)[..., :K], kv)
-    return out.to(torch.bfloat16), torch.logsumexp(s[..., :K], dim=-1)
-
-
-def sparse_decode():
-    H, K, P = 128, 2048, 64
-    compiled = compiled_peer(sparse_attention)
-    for layout in ("v41", "v41_fp4"):
-        fp4 = layout == "v41_fp4"
-        data, scale_bytes, page_bytes = page_geometry(layout, P)
-        for B in (1, 64):
-            g = torch.Generator(device="cuda").manual_seed(B + 17 * fp4)
-            pages = -(-2 * B * K // P)
-            pool = torch.randint(0, 256, (pages, page_bytes), dtype=torch.uint8, device="cuda",
-                                 generator=g)
-            if not fp4:  # finite codes (no e4m3 NaN) and scales near 2^-7
-                pool[:, :P * data][(pool[:, :P * data] & 0x7F) == 0x7F] = 0x10
-            pool[:, P * data:P * (data + scale_bytes)] = 120 if not fp4 else 0x30
-            idx = torch.randperm(pages * P, device="cuda", generator=g)[:B * K].view(B, K).int()
-            lengths = torch.full((B,), K, dtype=torch.int32, device="cuda")
-            q = torch.randn(B, H, 512, device="cuda", generator=g).to(torch.bfloat16)
-            sink = torch.randn(H, device="cuda", generator=g)
-            args = (q, pool, idx, lengths, sink, fp4, P, 512**-0.5)
-            peer = f"sparse_decode {layout} H{H} P{P}"
-            emit(f"eager {peer}", B, K, median_us(lambda: sparse_attention(*args), reps=10, batch=5))
-            f = compiled(*args)
-            if f is not None:
-                emit(f"compile {peer}", B, K, median_us(lambda: f(*args), reps=10, batch=5))
+def main(argv=None):
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except Usage as e:
+        print(f"torch_peers.py: {e}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":
-    families = {
-        "indexer_topk": indexer_topk,
-        "sampling_renorm": sampling_renorm,
-        "candidate_blocks": candidate_blocks,
-        "split_combine": split_combine,
-        "sparse_decode": sparse_decode,
-    }
-    families[sys.argv[1]]()
+    sys.exit(main())
