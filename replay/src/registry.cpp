@@ -58,6 +58,13 @@ std::vector<std::string> family_names() {
   return names;
 }
 
+std::vector<std::string> kernel_family_names() {
+  std::vector<std::string> names;
+  for (const auto& [n, f] : families())
+    if (n != kHarnessFamily) names.push_back(n);
+  return names;
+}
+
 }  // namespace dsv4::replay
 
 namespace dsv4::replay {

@@ -31,19 +31,12 @@ using ::testing::HasSubstr;
 void expect_close_to_fp64(const fx::CaseRun& run) {
   const fx::SplitPartials p = cases::split_partials_of(run.inputs);
   const rsc::OutputsF64 want = rsc::combine_f64(p.inputs());
-  double max_abs = 0;
-  for (double v : want.out)
-    if (std::isfinite(v)) max_abs = std::max(max_abs, std::abs(v));
   const auto [B, S, H, D] = p.shape;
   EXPECT_TRUE(fx::close(run.got.at("out").values<bf16>(), want.out, fx::Shape{B, H, D},
-                        {.atol = rsc::kOutAtolOfMax * max_abs,
-                         .rtol = rsc::kOutRtol,
-                         .max_rel_l2 = 4e-3,
-                         .max_cos_dist = 1e-5,
-                         .allow_all_zero = true},
+                        fx::split_combine_tolerance("out", want, int64_t(S)),
                         {.name = "out vs fp64"}));
   EXPECT_TRUE(fx::close(run.got.at("out_lse").values<float>(), want.lse, fx::Shape{B, H},
-                        {.atol = rsc::kLseAtol, .rtol = rsc::kLseRtol, .allow_all_zero = true},
+                        fx::split_combine_tolerance("out_lse", want, int64_t(S)),
                         {.name = "lse vs fp64"}));
 }
 

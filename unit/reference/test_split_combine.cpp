@@ -353,19 +353,13 @@ TEST_P(SplitCombineAgreement, Fp32OrderWithinStatedTolerance) {
   const sc::Outputs got = sc::combine_f32(p.inputs());
   const sc::OutputsF64 want = sc::combine_f64(p.inputs());
   EXPECT_EQ(got.errors, want.errors);
-  double max_abs = 0;
-  for (double v : want.out)
-    if (std::isfinite(v)) max_abs = std::max(max_abs, std::abs(v));
-  const Shape out_shape{c.shape.B, c.shape.H, c.shape.D};
-  EXPECT_TRUE(fx::close(got.out, want.out, out_shape,
-                        {.atol = sc::kOutAtolOfMax * max_abs,
-                         .rtol = sc::kOutRtol,
-                         .max_rel_l2 = 4e-3,
-                         .max_cos_dist = 1e-5,
-                         .allow_all_zero = false},
+  fx::Tolerance out_tol = fx::split_combine_tolerance("out", want, int64_t(c.shape.S));
+  out_tol.allow_all_zero = false;  // these partials always leave a non-zero row
+  EXPECT_TRUE(fx::close(got.out, want.out, Shape{c.shape.B, c.shape.H, c.shape.D}, out_tol,
                         {.name = "out"}));
-  EXPECT_TRUE(fx::close(got.lse, want.lse, Shape{c.shape.B, c.shape.H},
-                        {.atol = sc::kLseAtol, .rtol = sc::kLseRtol}, {.name = "lse"}));
+  fx::Tolerance lse_tol = fx::split_combine_tolerance("out_lse", want, int64_t(c.shape.S));
+  lse_tol.allow_all_zero = false;
+  EXPECT_TRUE(fx::close(got.lse, want.lse, Shape{c.shape.B, c.shape.H}, lse_tol, {.name = "lse"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SplitCombineAgreement,
@@ -380,6 +374,30 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SplitCombineAgreement,
                                   std::to_string(s.H) + "_D" + std::to_string(s.D) +
                                   (info.param.rope ? "_rope" : "");
                          });
+
+// The one stated tolerance: lse's absolute term grows with the splits past S = 64 (the sum's
+// rounding of S terms), out's is the case's largest finite value's; an unknown output is refused.
+TEST(SplitCombineTolerance, OneDefinitionWidenedPastSixtyFourSplits) {
+  EXPECT_EQ(sc::lse_atol(1), sc::kLseAtol);
+  EXPECT_EQ(sc::lse_atol(64), sc::kLseAtol);
+  EXPECT_NEAR(sc::lse_atol(300), sc::kLseAtol + 304 * std::ldexp(1.0, -24) / std::log(2.0), 1e-12);
+  sc::OutputsF64 want;
+  want.out = {0.5, -3.0, std::numeric_limits<double>::infinity()};
+  want.lse = {1.0};
+  const fx::Tolerance out = fx::split_combine_tolerance("out", want, 300);
+  EXPECT_EQ(out.atol, 3.0 * sc::kOutAtolOfMax);
+  EXPECT_EQ(out.rtol, sc::kOutRtol);
+  EXPECT_EQ(out.max_rel_l2, 4e-3);
+  const fx::Tolerance lse = fx::split_combine_tolerance("out_lse", want, 300);
+  EXPECT_EQ(lse.atol, sc::lse_atol(300));
+  EXPECT_EQ(lse.rtol, sc::kLseRtol);
+  try {
+    (void)fx::split_combine_tolerance("part_o", want, 4);
+    ADD_FAILURE() << "an unknown output was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'part_o'"), std::string::npos) << e.what();
+  }
+}
 
 // ---- the order of the lse sum, SGLang's unnormalised partials, empty rows through the RoPE --
 

@@ -83,8 +83,27 @@ std::vector<fx::Sweep<CandidateBlocksShape>> candidate_blocks_gpu_sweep() {
   return v;
 }
 
+std::vector<fx::Sweep<CandidateBlocksShape>> candidate_blocks_soak_sweep() {
+  std::vector<fx::Sweep<CandidateBlocksShape>> v;
+  int i = 0;
+  for (int64_t bs : {1, 64, 512})
+    for (int wave : {16, 32}) {
+      v.push_back({{.B = 3,
+                    .width = 4096,
+                    .len = i % 2 ? -1 : 4096,
+                    .bs = bs,
+                    .nb = 16,
+                    .K = 512,
+                    .wave = wave,
+                    .ties = i % 3 == 1,
+                    .hostile = i % 3 == 2}});
+      ++i;
+    }
+  return v;
+}
+
 std::vector<fx::NamedSweep<CandidateBlocksShape>> CandidateBlocksCase::sweeps() {
-  return {{"gpu", candidate_blocks_gpu_sweep}};
+  return {{"gpu", candidate_blocks_gpu_sweep}, {"soak", candidate_blocks_soak_sweep}};
 }
 
 CandidateBlocksCase::CandidateBlocksCase(const fx::Tensors& in, const CandidateBlocksShape& stated)

@@ -236,7 +236,9 @@ CompactPagesShape CompactPagesShape::from_vars(fx::VarsReader& r) {
 }
 
 std::vector<fx::NamedSweep<CompactPagesShape>> CompactPagesCase::sweeps() {
-  return {{"gpu", compact_pages_gpu_sweep}, {"options", compact_pages_options_sweep}};
+  return {{"gpu", compact_pages_gpu_sweep},
+          {"options", compact_pages_options_sweep},
+          {"soak", compact_pages_soak_sweep}};
 }
 
 CompactPagesCase::CompactPagesCase(const fx::Tensors& in, const CompactPagesShape& stated)

@@ -73,4 +73,35 @@ std::vector<Point> compact_pages_options_sweep() {
   return v;
 }
 
+std::vector<Point> compact_pages_soak_sweep() {
+  std::vector<Point> v;
+  for (KvLayout l : kLayouts) {
+    for (int lane : {8, 16, 32, 64})
+      if (kc::values_per_lane_supported(l, lane))
+        v.push_back({{.op = CompactOp::kQuantize,
+                      .layout = l,
+                      .page_size = 64,
+                      .T = 300,
+                      .num_pages = 8,
+                      .values_per_lane = lane}});
+    for (int variant = 0; variant < kc::kQuantVariants; ++variant)
+      v.push_back({{.op = CompactOp::kQuantize,
+                    .layout = l,
+                    .page_size = 64,
+                    .T = 3 * 64,
+                    .num_pages = 3,
+                    .variant = variant,
+                    .whole_pages = true}});
+    for (CompactOp op : {CompactOp::kDequantizeBf16, CompactOp::kDequantizeF32})
+      for (int variant = 0; variant < kc::kDequantVariants; ++variant)
+        v.push_back({{.op = op,
+                      .layout = l,
+                      .page_size = 64,
+                      .T = 300,
+                      .num_pages = 8,
+                      .variant = variant}});
+  }
+  return v;
+}
+
 }  // namespace dsv4::cases

@@ -132,8 +132,23 @@ std::vector<fx::Sweep<IndexerTopkShape>> indexer_topk_gpu_sweep() {
   return v;
 }
 
+std::vector<fx::Sweep<IndexerTopkShape>> indexer_topk_soak_sweep() {
+  return {{{.B = 1, .width = 8192, .K = 2048, .len = 8192}},
+          {{.B = 4, .width = 4096, .K = 512, .sorted = true, .wave = 16}},
+          {{.B = 3,
+            .width = 2048,
+            .K = 512,
+            .sorted = true,
+            .wave = 32,
+            .page_bits = 6,
+            .permuted = true}},
+          {{.B = 8, .width = 1024, .K = 512, .scores = ScoreKind::kTies}},
+          {{.B = 2, .width = 1024, .stride = 1040, .K = 512, .scores = ScoreKind::kHostile}},
+          {{.B = 16, .width = 300, .K = 512}}};
+}
+
 std::vector<fx::NamedSweep<IndexerTopkShape>> IndexerTopkCase::sweeps() {
-  return {{"gpu", indexer_topk_gpu_sweep}};
+  return {{"gpu", indexer_topk_gpu_sweep}, {"soak", indexer_topk_soak_sweep}};
 }
 
 IndexerTopkCase::IndexerTopkCase(const fx::Tensors& in, const IndexerTopkShape& stated)

@@ -233,7 +233,9 @@ KvStoreShape KvStoreShape::from_vars(fx::VarsReader& r) {
 }
 
 std::vector<fx::NamedSweep<KvStoreShape>> KvStoreCase::sweeps() {
-  return {{"gpu", kv_store_gpu_sweep}, {"strided-graph", kv_store_strided_graph_sweep}};
+  return {{"gpu", kv_store_gpu_sweep},
+          {"strided-graph", kv_store_strided_graph_sweep},
+          {"soak", kv_store_soak_sweep}};
 }
 
 KvStoreCase::KvStoreCase(const fx::Tensors& in, const KvStoreShape& stated) : ShapedCase(stated) {

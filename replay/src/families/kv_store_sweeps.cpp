@@ -36,4 +36,13 @@ std::vector<fx::Sweep<KvStoreShape>> kv_store_strided_graph_sweep() {
   return v;
 }
 
+std::vector<fx::Sweep<KvStoreShape>> kv_store_soak_sweep() {
+  std::vector<fx::Sweep<KvStoreShape>> v;
+  for (int lanes : {0, 16, 32, 64}) {
+    v.push_back({{.T = 256, .R = 400, .width = 512, .lanes = lanes}});
+    v.push_back({{.T = 7, .R = 16, .width = 576, .lanes = lanes}});
+  }
+  return v;
+}
+
 }  // namespace dsv4::cases

@@ -137,10 +137,18 @@ std::vector<fx::Sweep<RingLayoutShape>> ring_layout_gpu_sweep() {
   return v;
 }
 
+std::vector<fx::Sweep<RingLayoutShape>> ring_layout_soak_sweep() {
+  return {{{.n = 64}},
+          {{.n = 4096}},
+          {{.n = 513, .first_offset = 200, .max_request = 40}},
+          {{.n = 4096, .V = 8, .win = 64, .max_pos = int64_t(1) << 20}}};
+}
+
 std::vector<fx::NamedSweep<RingLayoutShape>> RingLayoutCase::sweeps() {
   return {{"gpu", ring_layout_gpu_sweep},
           {"sizes", ring_layout_sizes_sweep},
-          {"geometry", ring_layout_geometry_sweep}};
+          {"geometry", ring_layout_geometry_sweep},
+          {"soak", ring_layout_soak_sweep}};
 }
 
 RingLayoutCase::RingLayoutCase(const fx::Tensors& in, const RingLayoutShape& stated)

@@ -117,7 +117,8 @@ SamplingRenormShape SamplingRenormShape::from_vars(fx::VarsReader& r) {
 std::vector<fx::NamedSweep<SamplingRenormShape>> SamplingRenormCase::sweeps() {
   return {{"gpu", sampling_renorm_gpu_sweep},
           {"hostile", sampling_renorm_hostile_sweep},
-          {"boundary", sampling_renorm_boundary_sweep}};
+          {"boundary", sampling_renorm_boundary_sweep},
+          {"soak", sampling_renorm_soak_sweep}};
 }
 
 SamplingRenormCase::SamplingRenormCase(const fx::Tensors& in, const SamplingRenormShape& stated)

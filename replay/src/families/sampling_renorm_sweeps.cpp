@@ -61,4 +61,17 @@ std::vector<Point> sampling_renorm_hostile_sweep() {
 
 std::vector<Point> sampling_renorm_boundary_sweep() { return gpu_points_of({RowKind::kBoundary}); }
 
+std::vector<Point> sampling_renorm_soak_sweep() {
+  std::vector<Point> v;
+  for (bool top_p : {false, true}) {
+    v.push_back({{.B = 64, .V = 129280, .top_p = top_p, .rows = RowKind::kSoftmax}});
+    v.push_back({{.B = 1, .V = 129280, .top_p = top_p, .variant = Variant::kFused}});
+    v.push_back({{.B = 3, .V = 20000, .top_p = top_p, .variant = Variant::kMultiLaunch}});
+    v.push_back({{.B = 5, .V = 5000, .top_p = top_p, .in_place = true}});
+    v.push_back({{.B = 512, .V = 4097, .top_p = top_p}});
+    v.push_back({{.B = 7, .V = 1000, .top_p = top_p}});
+  }
+  return v;
+}
+
 }  // namespace dsv4::cases

@@ -204,7 +204,7 @@ SparseDecodeShape SparseDecodeShape::from_vars(fx::VarsReader& r) {
 }
 
 std::vector<fx::NamedSweep<SparseDecodeShape>> SparseDecodeCase::sweeps() {
-  return {{"gpu", sparse_decode_gpu_sweep}};
+  return {{"gpu", sparse_decode_gpu_sweep}, {"soak", sparse_decode_soak_sweep}};
 }
 
 SparseDecodeCase::SparseDecodeCase(const fx::Tensors& in, const SparseDecodeShape& stated)

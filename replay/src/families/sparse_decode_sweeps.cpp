@@ -76,4 +76,16 @@ std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_gpu_sweep() {
   return out;
 }
 
+std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_soak_sweep() {
+  std::vector<fx::Sweep<SparseDecodeShape>> v;
+  for (KvLayout l : {KvLayout::kV41, KvLayout::kV41Fp4, KvLayout::kV4, KvLayout::kV4Fnuz}) {
+    v.push_back({spread_shape(2, 16, 576, l, 64, 0)});
+    v.push_back({spread_shape(2, 64, 576, l, 64, 4)});
+  }
+  v.push_back({spread_shape(1, 128, 2048, KvLayout::kV41, 64, 0)});
+  v.push_back({spread_shape(4, 16, 576, KvLayout::kV41, 64, 0, 64, KvLayout::kV41Fp4)});
+  v.push_back({spread_shape(2, 48, 576, KvLayout::kV41, 64, 3, 64, KvLayout::kV41Fp4)});
+  return v;
+}
+
 }  // namespace dsv4::cases

@@ -1,4 +1,6 @@
 // split_combine's named sweeps: the GPU test's shapes, which dsv4-replay --draw draws too.
+#include <array>
+
 #include "dsv4/cases/split_combine.hpp"
 
 namespace dsv4::cases {
@@ -38,6 +40,14 @@ std::vector<fx::Sweep<SplitCombineShape>> split_combine_gpu_sweep() {
     add(p, 0, fx::Launch::kGraph);
   add({8, 5, 2, 64, true, true}, 0, fx::Launch::kEager, true);  // lse terms whose sum depends on
                                                                 // its order
+  return v;
+}
+
+std::vector<fx::Sweep<SplitCombineShape>> split_combine_soak_sweep() {
+  std::vector<fx::Sweep<SplitCombineShape>> v;
+  for (int variant : {0, 1})
+    for (auto [B, S, H] : {std::array<int64_t, 3>{4, 1, 16}, {8, 4, 16}, {2, 64, 128}})
+      v.push_back({split_combine_shape(B, S, H, 512, true, true, variant)});
   return v;
 }
 

@@ -31,8 +31,9 @@ struct Args {
   float* out_lse = nullptr;   // [B, H], natural log, sink excluded; +inf: empty row
   int64_t* errors = nullptr;  // positions outside the table (one per batch row); may be
                               // null when there is no RoPE
-  // 0: the block stages each split's weights in shared memory, one split per lane, when S <= 256
-  // (the default); 1: every lane computes every weight itself. The same bits either way.
+  // 0: the block stages each split's weights in shared memory when S <= 256 (the default), its
+  // 128 lanes striding over the splits (one each up to S = 128, two each from S = 129); 1: every
+  // lane computes every weight itself. The same bits either way.
   int variant = 0;
 };
 

@@ -13,7 +13,7 @@
 
 namespace dsv4::ref::sparse_decode {
 
-// Semantics (DESIGN.md section 3 item 5; SGLang's compact_attention_hip.py and the sm90/sm100
+// Semantics (DESIGN.md section 5, "sparse_decode"; SGLang's compact_attention_hip.py and the sm90/sm100
 // decode kernels for what the design leaves open). Query b has q[b, h, 0..511] (bf16) for heads
 // h < H (H a multiple of 16: heads go in groups of 16). Its keys come from a main cache and an
 // optional extra cache, each a pool of pages in one layout (page_layout.hpp; slot s is row s % P

@@ -42,6 +42,9 @@ struct CandidateBlocksShape {
 // "gpu": block sizes 1 to 512 at lengths around them, every block, more blocks than the row has,
 // long ragged rows, empty rows; wave widths 16 and 32, tied and hostile scores in turn.
 std::vector<fx::Sweep<CandidateBlocksShape>> candidate_blocks_gpu_sweep();
+// "soak": the soak's rotating shapes: block sizes 1, 64 and 512 at both wave widths, ragged and
+// full rows, tied and hostile scores.
+std::vector<fx::Sweep<CandidateBlocksShape>> candidate_blocks_soak_sweep();
 
 class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape>, public Foreign {
  public:

@@ -54,6 +54,9 @@ struct CompactPagesShape {
 std::vector<fx::Sweep<CompactPagesShape>> compact_pages_gpu_sweep();
 // "options": every values-per-lane choice, strided rows, graph launches, both kernel variants.
 std::vector<fx::Sweep<CompactPagesShape>> compact_pages_options_sweep();
+// "soak": the soak's rotating shapes: quantise at each supported lane width and both variants,
+// whole pages, dequantise to bf16 and f32 by each variant, every layout.
+std::vector<fx::Sweep<CompactPagesShape>> compact_pages_soak_sweep();
 
 class CompactPagesCase : public ShapedCase<CompactPagesShape> {
  public:

@@ -56,6 +56,9 @@ struct IndexerTopkShape {
 // 129, ragged rows; sorted or not, wave widths, identity or permuted page tables, tied and
 // hostile scores, strided rows in turn.
 std::vector<fx::Sweep<IndexerTopkShape>> indexer_topk_gpu_sweep();
+// "soak": the soak's rotating shapes: sorted at each wave width and unsorted, ragged and full
+// rows, a permuted page table, tied and hostile scores, a strided row.
+std::vector<fx::Sweep<IndexerTopkShape>> indexer_topk_soak_sweep();
 
 class IndexerTopkCase : public ShapedCase<IndexerTopkShape>, public Foreign {
  public:

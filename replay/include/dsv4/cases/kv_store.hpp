@@ -47,6 +47,8 @@ struct KvStoreShape {
 std::vector<fx::Sweep<KvStoreShape>> kv_store_gpu_sweep();
 // "strided-graph": strided rows and pools, and graph launches, at width 512.
 std::vector<fx::Sweep<KvStoreShape>> kv_store_strided_graph_sweep();
+// "soak": the soak's rotating shapes: the scatter and the fused norm-RoPE store at each lane count.
+std::vector<fx::Sweep<KvStoreShape>> kv_store_soak_sweep();
 
 class KvStoreCase : public ShapedCase<KvStoreShape> {
  public:

@@ -52,6 +52,8 @@ std::vector<fx::Sweep<RingLayoutShape>> ring_layout_sizes_sweep();
 std::vector<fx::Sweep<RingLayoutShape>> ring_layout_geometry_sweep();
 // "gpu": both of them, the GPU test's every point.
 std::vector<fx::Sweep<RingLayoutShape>> ring_layout_gpu_sweep();
+// "soak": the soak's rotating shapes: every launcher (token, verify, window, prefill layouts).
+std::vector<fx::Sweep<RingLayoutShape>> ring_layout_soak_sweep();
 
 class RingLayoutCase : public ShapedCase<RingLayoutShape> {
  public:

@@ -56,6 +56,9 @@ std::vector<fx::Sweep<SamplingRenormShape>> sampling_renorm_gpu_sweep();
 std::vector<fx::Sweep<SamplingRenormShape>> sampling_renorm_hostile_sweep();
 // "boundary": the gpu points of rows whose kept mass hits p exactly (the top-p rule's edge).
 std::vector<fx::Sweep<SamplingRenormShape>> sampling_renorm_boundary_sweep();
+// "soak": the soak's rotating shapes: one block per row, multi-launch and fused (B = 64 at the
+// DSV4 vocabulary), top-k and top-p, in place.
+std::vector<fx::Sweep<SamplingRenormShape>> sampling_renorm_soak_sweep();
 
 class SamplingRenormCase : public ShapedCase<SamplingRenormShape>, public Foreign {
  public:

@@ -58,6 +58,9 @@ SparseDecodeShape spread_shape(size_t B, size_t H, size_t K, KvLayout layout, in
 // The named sweeps (dsv4-replay --draw --sweep NAME; the GPU test instantiates from them).
 // "gpu": every layout and page size, extra caches of each layout, splits, graph launches, RoPE.
 std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_gpu_sweep();
+// "soak": the soak's rotating shapes: unsplit and split at every main layout, the extra caches
+// SGLang pairs, 16 to 128 heads.
+std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_soak_sweep();
 // KvLayout's names in its order (v41, v41_fp4, v4, v4_fnuz): the words a shape's vars use.
 std::vector<std::string> kv_layout_names();
 

@@ -54,6 +54,8 @@ SplitCombineShape split_combine_shape(int64_t B, int64_t S, int64_t H, int64_t D
 // The named sweeps (dsv4-replay --draw --sweep NAME; the GPU test instantiates from them).
 // "gpu": batches, splits (1 to 300), heads and widths, both weight variants, graph launches.
 std::vector<fx::Sweep<SplitCombineShape>> split_combine_gpu_sweep();
+// "soak": the soak's rotating shapes: one split and many, sinks and RoPE, both variants.
+std::vector<fx::Sweep<SplitCombineShape>> split_combine_soak_sweep();
 
 class SplitCombineCase : public ShapedCase<SplitCombineShape>, public Foreign {
  public:

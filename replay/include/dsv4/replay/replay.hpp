@@ -128,6 +128,11 @@ Family kernel_case_family(std::string name, std::string summary,
 bool register_family(Family f);
 const Family* find_family(const std::string& name);
 std::vector<std::string> family_names();
+// The harness's own family: smoke, the planted-fault kernel that tests the fixtures, not a DSV4
+// kernel (it has no golden files, reference library, soak or nightly row).
+inline constexpr const char* kHarnessFamily = "smoke";
+// The registered kernel families: family_names() less kHarnessFamily.
+std::vector<std::string> kernel_family_names();
 
 struct Request {
   std::string path;
