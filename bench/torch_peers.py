@@ -13,7 +13,9 @@ CPU), eagerly and compiled (torch.compile with dynamic shapes, else one static c
 Writes JSON Lines (to --out, else stdout), one object per case, flushed as the case finishes:
 {"file", "family", "shape", "peer", "device", "torch", "eager_us", "compile_us", "eager_error",
 "compile_error"} (null where absent; an error's message where a run failed, or why the peer
-cannot model the case). --family F keeps the cases of family F; --no-compile leaves compile_us
+cannot model the case). On a GPU the first line is the math ceiling the tables judge FLOP rates
+against: {"ceiling": "bf16_matmul", "tflops", "shape"} (torch.matmul of two 8192 x 8192 bf16
+matrices). --family F keeps the cases of family F; --no-compile leaves compile_us
 null; --reps N timed batches per median (default 30).
 
 Exit status: 0 every case timed; 1 some peer failed (or cannot model its case); 2 bad usage (a
@@ -157,6 +159,14 @@ def time_case(path, args, torch, peers, Case, FormatError):
     return row
 
 
+def matmul_ceiling(torch, args, n=8192):
+    """The dense bf16 matrix rate torch reaches on the card: the math ceiling of the tables."""
+    a = torch.randn(n, n, device=args.device, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=args.device, dtype=torch.bfloat16)
+    us = median_us(lambda: torch.matmul(a, b), args.device, 10, 5)
+    return {"ceiling": "bf16_matmul", "tflops": 2.0 * n ** 3 / (us * 1e6), "shape": f"{n}x{n}x{n}"}
+
+
 def run(argv):
     args = parse(argv)
     files = case_files(args.paths)
@@ -179,6 +189,9 @@ def run(argv):
     sink = open(args.out, "w") if args.out else sys.stdout
     timed = failed = 0
     try:
+        if args.device == "cuda":
+            sink.write(json.dumps(matmul_ceiling(torch, args)) + "\n")
+            sink.flush()
         for path in files:
             row = time_case(path, args, torch, peers, Case, FormatError)
             if row is None:

@@ -35,6 +35,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: dsv4-bench [--family F]... [--shape SPEC]... [--torch | --peers FILE] [--out DIR]\n"
     "                  [--seed N] [--reps N] [--jobs N] [--python EXE] [--peer-script PY]\n"
+    "                  [--peer-timeout S]\n"
     "       dsv4-bench --list [--family F]... [--shape SPEC]...\n"
     "       dsv4-bench --draw DIR [--family F]... [--shape SPEC]...\n"
     "Draws each benchmark row through its family's adapter, checks it against the reference,\n"
@@ -90,6 +91,7 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "peers", "the PyTorch peers' JSON Lines of an earlier run", cxxopts::value<std::string>())(
       "python", "the Python that runs the peers", cxxopts::value<std::string>())(
       "peer-script", "the peers' script", cxxopts::value<std::string>())(
+      "peer-timeout", "seconds the peers may take (0: no limit)", cxxopts::value<std::string>())(
       "out", "the results directory", cxxopts::value<std::string>())(
       "seed", "the seed rows are drawn from", cxxopts::value<std::string>())(
       "reps", "timed samples per row", cxxopts::value<std::string>())(
@@ -113,8 +115,11 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
   Selection sel;
   if (r.count("family")) sel.families = split_list(r["family"].as<std::vector<std::string>>());
   if (r.count("shape")) sel.shapes = r["shape"].as<std::vector<std::string>>();
-  uint64_t seed = fx::case_seeds().front(), reps = 30, jobs = 0;
-  for (auto [flag, dst] : {std::pair{"seed", &seed}, {"reps", &reps}, {"jobs", &jobs}})
+  uint64_t seed = fx::case_seeds().front(), reps = 30, jobs = 0, peer_timeout = 0;
+  for (auto [flag, dst] : {std::pair{"seed", &seed},
+                           {"reps", &reps},
+                           {"jobs", &jobs},
+                           {"peer-timeout", &peer_timeout}})
     if (r.count(flag)) {
       const std::string v = r[flag].as<std::string>();
       if (!parse_count(v, *dst) || (*dst == 0 && std::string(flag) == "reps"))
@@ -187,7 +192,11 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
                                    : std::string(DSV4_SOURCE_DIR) + "/bench/torch_peers.py";
     try {
       write_cases(prepared, dir + "/rows");
-      peers = run_peers(py, script, dir + "/rows", dir + "/peers.jsonl");
+      // A peer run cut short keeps the lines it wrote (the script flushes each case).
+      const std::string runner =
+          peer_timeout ? "timeout " + std::to_string(peer_timeout) + " " + fx::shell_quoted(py)
+                       : fx::shell_quoted(py);
+      peers = run_peers(runner, script, dir + "/rows", dir + "/peers.jsonl");
     } catch (const std::exception& e) {
       peers.error = e.what();
     }

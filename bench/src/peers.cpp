@@ -83,14 +83,17 @@ Peers run_peers(const std::string& python, const std::string& script, const std:
                 const std::string& out_file) {
   std::error_code ec;
   std::filesystem::remove(out_file, ec);
-  const std::string cmd = fx::shell_quoted(python) + " " + fx::shell_quoted(script) + " " +
-                          fx::shell_quoted(dir) + " --out " + fx::shell_quoted(out_file);
+  const std::string cmd = python + " " + fx::shell_quoted(script) + " " + fx::shell_quoted(dir) +
+                          " --out " + fx::shell_quoted(out_file);
   std::fflush(stdout);
   const int status = std::system(cmd.c_str());
   const int code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128;
   Peers p;
   if (std::filesystem::exists(out_file)) p = read_peers(out_file);
-  if (code != 0 && code != 1)  // 1: some peer failed, the others measured
+  if (code == 124)  // timeout(1): cut short, the lines written so far kept
+    p.error = "the PyTorch peers ran out of time after " + std::to_string(p.rows.size()) +
+              " rows (" + cmd + ")";
+  else if (code != 0 && code != 1)  // 1: some peer failed, the others measured
     p.error = "the PyTorch peers did not run (" + cmd + " exited " + std::to_string(code) + ")";
   else if (p.rows.empty())
     p.error = "the PyTorch peers wrote no row (" + cmd + ")";

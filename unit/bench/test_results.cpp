@@ -188,6 +188,14 @@ TEST(BenchPeers, RunningTheScriptReportsWhyThereAreNoPeers) {
   EXPECT_EQ(p.error, "");
   ASSERT_NE(p.find("kv_store:T=1"), nullptr);
   EXPECT_EQ(p.find("kv_store:T=1")->eager_us, 3);
+  // Cut short by timeout(1) (exit 124): the rows written so far are kept, and the run says so.
+  const std::string cut = write("cut.sh",
+                                "while [ $# -gt 0 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n"
+                                "echo '{\"family\": \"kv_store\", \"shape\": \"T=1\", "
+                                "\"eager_us\": 3}' > \"$out\"\nexit 124\n");
+  const Peers c = run_peers("sh", cut, dir, dir + "out-cut.jsonl");
+  EXPECT_NE(c.error.find("ran out of time after 1 rows"), std::string::npos) << c.error;
+  EXPECT_NE(c.find("kv_store:T=1"), nullptr);
 }
 
 }  // namespace

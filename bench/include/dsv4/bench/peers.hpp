@@ -33,8 +33,9 @@ struct Peers {
 // lacks "family" and "shape", throws std::runtime_error naming the file and the line number.
 Peers read_peers(const std::string& path);
 
-// Runs `python script DIR --out FILE` on the case files in DIR and reads FILE. When the script
-// cannot run or writes nothing, the result holds no rows and says why in `error`.
+// Runs `python script DIR --out FILE` on the case files in DIR and reads FILE (`python` is a
+// shell word list, e.g. "timeout 300 python3"). When the script cannot run or writes nothing,
+// the result holds no rows and says why in `error`; cut short (exit 124), it keeps its rows.
 Peers run_peers(const std::string& python, const std::string& script, const std::string& dir,
                 const std::string& out_file);
 
