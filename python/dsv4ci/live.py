@@ -64,6 +64,14 @@ class _VarsAccess:
     def flag(self, word):
         return self.case.vars.get(word) == ""
 
+    def scalar(self, name):
+        """A 0-d input's value, read from the case on the host: no device read, so a mapping may
+        ask for it while a graph is being captured (a graph's rounds share their scalars)."""
+        t = self.case.inputs[name]
+        if t.dim() != 0:
+            raise ValueError(f"in.{name} is not a scalar (shape {list(t.shape)})")
+        return t.item()
+
 
 class CaseProbe(_VarsAccess):
     """A case's inputs on the CPU with LiveCase's accessors, to ask an op whether it applies before
@@ -95,6 +103,12 @@ class LiveCase(_VarsAccess):
         self.source = source
         self.rule = rule
         self.rounds = list(rounds)
+        for r in self.rounds:  # a captured graph holds the capture case's scalars
+            for n, t in case.inputs.items():
+                if t.dim() == 0 and not torch.equal(r.inputs.get(n, t), t):
+                    raise ValueError(f"{label}: graph round {r.name} (seed {r.seed}) has in.{n} = "
+                                     f"{r.inputs[n].item()}, the captured case {t.item()}: a graph "
+                                     f"replays its capture's scalars")
         self.keep_all = keep_all
         self.runs = 0
         self.verdicts = []

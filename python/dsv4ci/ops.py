@@ -30,6 +30,8 @@ class Op:
     max_cases: int = 0       # at most this many cases per sweep (0: all)
     native_only: bool = False  # its convention is the platform's (e4m3fnuz on gfx942): never run
                                # off its platforms, --dsv4-any-platform or not
+    not_capturable: str = ""   # why SGLang's op itself cannot be captured into a graph (it reads
+                               # the device back, e.g. a .item()); "" when it can
 
     def function(self, standin=False):
         """SGLang's function (or the stand-in); Unavailable naming why it cannot be imported."""

@@ -189,12 +189,17 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("dsv4_case", params, ids=[p.id for p in params], indirect=True)
 
 
-def _rounds(state, case):
-    """The same shape at the next seed: a graph replay's second input set."""
+def _rounds(state, case, applies=None, source="sglang", tries=8):
+    """The same shape at the next seed the op applies to (of the `tries` after the case's): a graph
+    replay's second input set. None when the op applies to none of them."""
     spec, seed = case.metadata.get("dsv4.shape"), case.seed
     if spec is None or seed is None:
         return []
-    return [Case.load(p) for p in state.draw(case.family, shape=spec, seed=seed + 1)]
+    for k in range(1, tries + 1):
+        rounds = [Case.load(p) for p in state.draw(case.family, shape=spec, seed=seed + k)]
+        if not applies or not any(applies(CaseProbe(r, source)) for r in rounds):
+            return rounds
+    return None
 
 
 class OpCase:
@@ -219,11 +224,16 @@ class OpCase:
         except ops_mod.Unavailable as e:
             pytest.skip(str(e))
         source = "dsv4-standin" if standin else "sglang"
+        if self.param.graph and self.op.not_capturable:
+            pytest.skip(f"{self.op.name} is not capturable into a graph: {self.op.not_capturable}")
         if self.op.applies:  # asked on the CPU inputs, before any device buffer is made
             why = self.op.applies(CaseProbe(self.case, source))
             if why:
                 pytest.skip(f"{self.op.name} does not apply to {self.case.name}: {why}")
-        rounds = _rounds(self.state, self.case) if self.param.graph else []
+        rounds = _rounds(self.state, self.case, self.op.applies, source) if self.param.graph else []
+        if rounds is None:
+            pytest.skip(f"{self.op.name} applies to no case of {self.case.name} at the 8 seeds after "
+                        f"{self.case.seed}: no second input set to replay the graph on")
         self.live = LiveCase(self.case, device, self.state.tool(), config.getoption("--dsv4-keep-dir"),
                              label=self.op.name + (".standin" if standin else ""), source=source,
                              rounds=rounds, keep_all=config.getoption("--dsv4-keep-all"))

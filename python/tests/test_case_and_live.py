@@ -159,3 +159,20 @@ def test_the_fixtures_draw_and_wrap_cases(dsv4_draw, dsv4_live):
     assert len(cases) == 1 and cases[0].vars["n"] == "9"
     live = dsv4_live(cases[0], device="cpu")
     assert live.run(affine).ok
+
+
+def test_a_scalar_is_read_from_the_host_case(tool, tmp_path):
+    c = smoke_case(tool, tmp_path)
+    live = LiveCase(c, "cpu", tool, str(tmp_path / "keep"), label="s")
+    assert live.scalar("scale") == c.inputs["scale"].item()
+    with pytest.raises(ValueError, match=r"in.x is not a scalar"):
+        live.scalar("x")
+
+
+def test_a_graph_round_with_other_scalars_is_refused_naming_them(tool, tmp_path):
+    c = smoke_case(tool, tmp_path)
+    other = smoke_case(tool, tmp_path / "r2", seed=(c.seed or 0) + 1)
+    other.inputs["scale"] = other.inputs["scale"] + 1
+    with pytest.raises(ValueError, match=r"graph round .* has in.scale = .* a graph replays its "
+                                         r"capture's scalars"):
+        LiveCase(c, "cpu", tool, str(tmp_path / "keep"), label="g", rounds=[other])

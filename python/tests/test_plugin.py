@@ -121,3 +121,32 @@ def test_registered_ops_run_through_dsv4_op_case_with_their_standins(pytester, t
     r.assert_outcomes(failed=1, skipped=1)  # nothing is drawn for an op that cannot be imported
     assert "no_such_module_anywhere is not importable here" in out
     assert "note on demo.wrong: drops the bias" in out
+
+
+def test_an_op_that_cannot_be_captured_skips_its_graph_runs_with_the_reason(pytester, tool, monkeypatch):
+    import dsv4ci
+
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(dsv4ci.__file__)))
+    monkeypatch.setenv("PYTHONPATH", package_root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("DSV4_REPLAY", tool)
+    pytester.makepyfile(hostops=textwrap.dedent("""
+        from dsv4ci.ops import Op, register
+
+        def affine(x, scale, bias):
+            return x * scale + bias
+
+        register(Op(family="smoke", name="demo.host_read", module="hostops", attr="affine",
+                    sweeps=("gpu",), max_cases=1, not_capturable="it calls .item() on the device",
+                    call=lambda fn, live: {"out": fn(live.inp["x"], live.inp["scale"], live.inp["bias"])}))
+        """))
+    src = """
+        import hostops
+
+        def test_op(dsv4_op_case):
+            dsv4_op_case.check()
+        """
+    r = run(pytester, src, "--dsv4-family", "smoke", "--dsv4-device", "cpu", "--dsv4-graph", "-rs",
+            subprocess=True)
+    out = r.stdout.str()
+    r.assert_outcomes(passed=1, skipped=1)  # eager runs; the graph run is not SGLang's to make
+    assert "demo.host_read is not capturable into a graph: it calls .item() on the device" in out

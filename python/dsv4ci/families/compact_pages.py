@@ -28,20 +28,20 @@ DEQUANT_FILES = (SRC + "dequant_k_cache.py", SRC + "kv_layout.py")
 
 
 def layout_of(live):
-    v = int(live.inp["layout"].item())
+    v = int(live.scalar("layout"))
     if not 0 <= v < len(LAYOUTS):
         raise ValueError("compact_pages: in.layout=%d is not 0..3 (%s)" % (v, ", ".join(LAYOUTS)))
     return LAYOUTS[v]
 
 
 def page_size(live):
-    return int(live.inp["page_size"].item())
+    return int(live.scalar("page_size"))
 
 
 def real_slots(live, slots, pool):
-    """(mask of slots inside the pool, count of slots past it): negative slots are padding."""
+    """The mask of slots inside the pool (negative slots are padding), on the device."""
     total = pool.shape[0] * page_size(live)
-    return (slots >= 0) & (slots < total), int((slots >= total).sum())
+    return (slots >= 0) & (slots < total)
 
 
 def accessor(fn):
@@ -64,7 +64,7 @@ def quantize(fn, live):
         rows = live.inp["src"][:, :512]
         buf = live.out["pool"]
         slots = live.inp["slots"].contiguous()
-    mask, past = real_slots(live, slots, buf)
+    mask = real_slots(live, slots, buf)
     pack = fn(rows.contiguous())
     accessor(fn).SetKAndS.execute(
         pool=SimpleNamespace(page_size=page_size(live)), buf=buf, loc=slots,
@@ -85,10 +85,13 @@ def dequantize(fn, live):
            layout="v4" if layout == "v4_fnuz" else layout)
         return
     pool, slots = live.inp["pool"], live.inp["slots"]
-    mask, past = real_slots(live, slots, pool)
-    rows = fn(pool, slots[mask].contiguous(), page_size(live),
-              layout="v4" if layout == "v4_fnuz" else layout)
-    live.out["out"][mask.nonzero().flatten(), :512] = rows[:, 0]
+    # Every slot read (one outside the pool reads slot 0 instead) and only the real ones kept: no
+    # data-dependent size, so the mapping reads nothing back and a captured graph follows new slots.
+    mask = real_slots(live, slots, pool)
+    safe = torch.where(mask, slots, torch.zeros_like(slots)).contiguous()
+    rows = fn(pool, safe, page_size(live), layout="v4" if layout == "v4_fnuz" else layout)
+    out = live.out["out"]
+    out[:, :512] = torch.where(mask[:, None], rows[:, 0].to(out.dtype), out[:, :512])
     return {"errors": None}  # SGLang counts nothing: errors is not judged
 
 
@@ -107,7 +110,7 @@ def nan_values(live):
         slots = torch.arange(pool.shape[0] * P, device=pool.device)
     else:
         slots = live.inp["slots"]
-        slots = slots[real_slots(live, slots, pool)[0]]
+        slots = slots[real_slots(live, slots, pool)]
     data, stride, n_codes, n_scales = ROW_BYTES[layout]
     flat, base, r = pool.reshape(-1), (slots // P) * pool.shape[1], slots % P
     codes = flat[(base + r * data)[:, None] + torch.arange(n_codes, device=pool.device)].long()

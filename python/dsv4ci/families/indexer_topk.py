@@ -13,12 +13,12 @@ from dsv4ci.ops import Op, register
 
 
 def applies(live):
-    K = int(live.inp["K"].item())
+    K = int(live.scalar("K"))
     if K > 1024:
         return "K=%d: sort_map_topk publishes at most 1024 keys a row (the caller sorts in torch)" % K
-    if int(live.inp["sorted"].item()) != 1:
+    if int(live.scalar("sorted")) != 1:
         return "an unsorted case (SGLang publishes sorted rows)"
-    if "page_table" in live.inp and "raw_out" in live.inp and int(live.inp["raw_out"].item()) == 0:
+    if "page_table" in live.inp and "raw_out" in live.inp and int(live.scalar("raw_out")) == 0:
         return "no raw output: this caller publishes raw indices beside the paged ones"
     rows = negative_nan_rows(live, K)
     if rows:
@@ -32,7 +32,7 @@ def applies(live):
 def negative_nan_rows(live, K):
     """Rows with more than K keys (the selecting path) holding a NaN with the sign bit set among
     their first len keys."""
-    W = int(live.inp["width"].item()) if "width" in live.inp else live.inp["scores"].shape[1]
+    W = int(live.scalar("width")) if "width" in live.inp else live.inp["scores"].shape[1]
     scores = live.inp["scores"][:, :W]
     lens = live.inp["lens"].long().clamp(0, W)
     inside = torch.arange(W, device=scores.device)[None, :] < lens[:, None]
@@ -47,7 +47,7 @@ def token_table(live, B, W):
     t = torch.arange(W, device=dev, dtype=torch.int64)
     if "page_table" not in live.inp:
         return t[None, :].expand(B, W).to(torch.int32).contiguous()
-    bits = int(live.inp["page_bits"].item())
+    bits = int(live.scalar("page_bits"))
     pt = live.inp["page_table"].long()
     slot = (pt[:, t >> bits] << bits) | (t & ((1 << bits) - 1))
     return slot.to(torch.int32).contiguous()
@@ -57,9 +57,9 @@ def publish(fn, live):
     """The SM90 fp4 indexer's caller: scores past each row's length are -inf (the logits kernel
     writes none there), idx = scores.topk(k, sorted=False), outputs pre-filled with -1, then
     sort_map_topk(idx, lens, req, req_to_token, pages, raw, ratio=1)."""
-    W = int(live.inp["width"].item()) if "width" in live.inp else live.inp["scores"].shape[1]
+    W = int(live.scalar("width")) if "width" in live.inp else live.inp["scores"].shape[1]
     scores = live.inp["scores"][:, :W].float()
-    B, K = scores.shape[0], int(live.inp["K"].item())
+    B, K = scores.shape[0], int(live.scalar("K"))
     lens = live.inp["lens"].long().clamp(0, W)
     col = torch.arange(W, device=scores.device)[None, :]
     scores = torch.where(col < lens[:, None], scores, torch.full_like(scores, float("-inf")))

@@ -20,8 +20,7 @@ UKV = "python/sglang/srt/layers/attention/dsv4/unified_kv_kernels/"
 
 
 def width(live):
-    w = live.inp.get("width")
-    return int(w.item()) if w is not None else live.inp["kv"].shape[1]
+    return int(live.scalar("width")) if "width" in live.inp else live.inp["kv"].shape[1]
 
 
 def contiguous_rows(live):
@@ -54,7 +53,7 @@ def fused_applies(live):
         return ("the case pins the project's fp32 order bit for bit (in.lanes=%d: a lane-by-lane "
                 "fmaf sum of squares and 1/sqrtf); SGLang's _fused_norm_rope_kernel sums the row "
                 "with tl.sum and takes tl.rsqrt, another order (its cases carry no in.lanes and "
-                "are judged within the fp64 bound; no sweep draws one)" % int(live.inp["lanes"].item()))
+                "are judged within the fp64 bound; no sweep draws one)" % int(live.scalar("lanes")))
     return contiguous_rows(live)
 
 
@@ -67,7 +66,7 @@ def fused(fn, live):
     stored = (loc >= 0) & (loc < pool.shape[0]) & (pos >= 0) & (pos < n_pos)
     rows = stored.nonzero().flatten()
     x = kv[rows].contiguous()
-    eps = float(live.inp["eps"].item()) if "eps" in live.inp else 1e-6
+    eps = float(live.scalar("eps")) if "eps" in live.inp else 1e-6
     freqs = torch.view_as_complex(cs.float().reshape(n_pos, -1, 2).contiguous())
     fn(x, live.inp["weight"], eps, freqs, positions=pos[rows].contiguous())
     pool[loc[rows]] = x

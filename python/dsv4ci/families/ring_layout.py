@@ -41,7 +41,7 @@ def not_produced(live, launcher):
 
 
 def geometry(live):
-    return tuple(int(live.inp[k].item()) for k in ("ring", "win", "n_slots"))
+    return tuple(int(live.scalar(k)) for k in ("ring", "win", "n_slots"))
 
 
 def window_rows(fn, live):

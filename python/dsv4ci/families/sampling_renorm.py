@@ -7,6 +7,9 @@ from ..ops import Op, register
 _STANDIN = "dsv4ci.standins.sampling_renorm:"
 _RENORM = "python/sglang/kernels/ops/sampling/renorm.py"
 _TRITON = "python/sglang/kernels/ops/sampling/renorm_triton.py"
+# renorm.py's pivots read the device back, so SGLang's renormalisation is never graph-captured.
+_NOT_CAPTURABLE = ("renorm.py's pivots read the device back (top_k_pivots: int(top_ks.max()"
+                   ".item()); top_p_pivots: bool(overflow.any()))")
 
 
 def not_probabilities(live):
@@ -55,26 +58,26 @@ register(Op(
     family="sampling_renorm", name="renorm_triton.top_k_renorm_probs_triton",
     module="sglang.kernels.ops.sampling.renorm_triton", attr="top_k_renorm_probs_triton",
     platforms=("hip",), backend="triton", shape={"k-clamp": ""}, applies=_top_k_case, call=_call_k,
-    standin=_STANDIN + "top_k_renorm_probs_triton", files=(_TRITON, _RENORM), notes=_PIVOT_NOTES))
+    standin=_STANDIN + "top_k_renorm_probs_triton", not_capturable=_NOT_CAPTURABLE, files=(_TRITON, _RENORM), notes=_PIVOT_NOTES))
 
 register(Op(
     family="sampling_renorm", name="renorm_triton.top_p_renorm_probs_triton",
     module="sglang.kernels.ops.sampling.renorm_triton", attr="top_p_renorm_probs_triton",
     platforms=("hip",), backend="triton", shape={"renorm-py": ""}, applies=_top_p_case, call=_call_p,
-    standin=_STANDIN + "top_p_renorm_probs_triton", files=(_TRITON, _RENORM), notes=_PIVOT_NOTES))
+    standin=_STANDIN + "top_p_renorm_probs_triton", not_capturable=_NOT_CAPTURABLE, files=(_TRITON, _RENORM), notes=_PIVOT_NOTES))
 
 register(Op(
     family="sampling_renorm", name="renorm.top_k_renorm_probs_torch",
     module="sglang.kernels.ops.sampling.renorm", attr="top_k_renorm_probs_torch",
     platforms=("cuda", "hip"), backend="torch", shape={"k-clamp": ""}, applies=_top_k_case,
-    call=_call_k, standin=_STANDIN + "top_k_renorm_probs_torch", files=(_RENORM,),
+    call=_call_k, standin=_STANDIN + "top_k_renorm_probs_torch", not_capturable=_NOT_CAPTURABLE, files=(_RENORM,),
     notes=_PIVOT_NOTES + " The portable path of devices with neither FlashInfer nor Triton."))
 
 register(Op(
     family="sampling_renorm", name="renorm.top_p_renorm_probs_torch",
     module="sglang.kernels.ops.sampling.renorm", attr="top_p_renorm_probs_torch",
     platforms=("cuda", "hip"), backend="torch", shape={"renorm-py": ""}, applies=_top_p_case,
-    call=_call_p, standin=_STANDIN + "top_p_renorm_probs_torch", files=(_RENORM,),
+    call=_call_p, standin=_STANDIN + "top_p_renorm_probs_torch", not_capturable=_NOT_CAPTURABLE, files=(_RENORM,),
     notes=_PIVOT_NOTES + " The portable path of devices with neither FlashInfer nor Triton."))
 
 register(Op(
