@@ -92,7 +92,8 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
       "python", "the Python that runs the peers", cxxopts::value<std::string>())(
       "peer-script", "the peers' script", cxxopts::value<std::string>())(
       "peer-timeout", "seconds the peers may take (0: no limit)", cxxopts::value<std::string>())(
-      "out", "the results directory", cxxopts::value<std::string>())(
+      "rows-dir", "where --torch writes the rows' case files (default DIR/rows)",
+      cxxopts::value<std::string>())("out", "the results directory", cxxopts::value<std::string>())(
       "seed", "the seed rows are drawn from", cxxopts::value<std::string>())(
       "reps", "timed samples per row", cxxopts::value<std::string>())(
       "jobs", "threads drawing the rows and running the references", cxxopts::value<std::string>())(
@@ -139,7 +140,7 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
   }
   if (r.count("draw")) {
     const std::string dir = r["draw"].as<std::string>();
-    const std::vector<Prepared> prepared = prepare(rows, seed, unsigned(jobs));
+    const std::vector<Prepared> prepared = prepare(rows, seed, unsigned(jobs), false);
     int failed = 0;
     for (const Prepared& p : prepared)
       if (!p.error.empty()) {
@@ -181,7 +182,28 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
               info.commit.c_str());
   std::fflush(stdout);
 
-  std::vector<Prepared> prepared = prepare(rows, seed, unsigned(jobs));
+  std::vector<Prepared> prepared = prepare(rows, seed, unsigned(jobs), true);
+  // Every row measured first, the GPU to itself (the peers, and what their compilers leave
+  // running, come after), each row's figures streamed as it finishes.
+  MeasureOptions mo;
+  mo.reps = int(reps);
+  mo.case_dir = dir + "/wrong";
+  std::vector<Measured> results;
+  results.reserve(prepared.size());
+  {
+    std::ofstream stream_rows(dir + "/dsv4-bench.rows.jsonl");
+    gpu::StreamHandle s;
+    for (size_t i = 0; i < prepared.size(); ++i) {
+      results.push_back(measure(prepared[i], {}, s, mo));
+      const Measured& m = results.back();
+      stream_rows << row_json(m) << std::endl;  // flushed as measured
+      std::printf("[%zu/%zu] %s: %s\n", i + 1, prepared.size(), m.planned.id.c_str(),
+                  m.measured()
+                      ? (fmt("%.2f us", m.us) + (m.launch.empty() ? "" : ", " + m.launch)).c_str()
+                      : m.error.c_str());
+      std::fflush(stdout);
+    }
+  }
   Peers peers;
   if (r.count("torch")) {
     const std::string py = r.count("python")            ? r["python"].as<std::string>()
@@ -190,13 +212,15 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
     const std::string script = r.count("peer-script")
                                    ? r["peer-script"].as<std::string>()
                                    : std::string(DSV4_SOURCE_DIR) + "/bench/torch_peers.py";
+    const std::string rows_dir =
+        r.count("rows-dir") ? r["rows-dir"].as<std::string>() : dir + "/rows";
     try {
-      write_cases(prepared, dir + "/rows");
+      write_cases(prepared, rows_dir);
       // A peer run cut short keeps the lines it wrote (the script flushes each case).
       const std::string runner =
           peer_timeout ? "timeout " + std::to_string(peer_timeout) + " " + fx::shell_quoted(py)
                        : fx::shell_quoted(py);
-      peers = run_peers(runner, script, dir + "/rows", dir + "/peers.jsonl");
+      peers = run_peers(runner, script, rows_dir, dir + "/peers.jsonl");
     } catch (const std::exception& e) {
       peers.error = e.what();
     }
@@ -217,30 +241,20 @@ int main_cli(int argc, const char* const* argv, std::ostream& out, std::ostream&
     std::printf("math ceiling: %.1f TFLOP/s (torch bf16 matmul %s)\n", *peers.matmul_tflops,
                 peers.matmul_shape.c_str());
 
-  MeasureOptions mo;
-  mo.reps = int(reps);
-  mo.case_dir = dir + "/wrong";
-  std::vector<Measured> results;
-  results.reserve(prepared.size());
+  // The targets judged in plan order (a row after the rows it compares with), one table a family.
   std::map<std::string, const Measured*> by_id;
-  std::ofstream stream_rows(dir + "/dsv4-bench.rows.jsonl");
   std::unique_ptr<Table> table;
   std::string family;
-  gpu::StreamHandle s;
-  for (Prepared& p : prepared) {
-    if (p.planned.family != family) {
-      family = p.planned.family;
+  for (Measured& m : results) {
+    if (const Peer* peer = peers.find(m.planned.id)) m.peer = *peer;
+    judge(m, by_id);
+    by_id[m.planned.id] = &m;
+    if (m.planned.family != family) {
+      family = m.planned.family;
       std::printf("\n%s\n", family.c_str());
       table = std::make_unique<Table>(table_header(), family);
     }
-    results.push_back(measure(p, peers, s, mo));
-    Measured& m = results.back();
-    judge(m, by_id);
-    by_id[m.planned.id] = &m;
     table->row(table_cells(m));
-    stream_rows << row_json(m) << std::endl;  // flushed as measured
-    p.in.clear();  // the host copies of a measured row are not needed again
-    p.want.clear();
   }
   const std::string verdict = verdict_line(results);
   std::printf("\n%s\n", verdict.c_str());

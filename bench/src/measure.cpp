@@ -13,12 +13,12 @@ namespace dsv4::bench {
 
 namespace {
 
-Prepared prepare_one(const PlannedRow& r, uint64_t seed) {
+Prepared prepare_one(const PlannedRow& r, uint64_t seed, bool on_device) {
   Prepared p{.planned = r, .seed = seed};
   try {
     const replay::Family* f = replay::find_family(r.family);
     p.k = f->drawing->from_vars(r.row.vars);
-    if (const std::string why = p.k->cannot_run(); !why.empty()) {
+    if (const std::string why = on_device ? p.k->cannot_run() : ""; !why.empty()) {
       p.error = "not on this device: " + why;
       return p;
     }
@@ -45,13 +45,15 @@ size_t buffer_bytes(const fx::Tensors& in, const std::vector<fx::OutputSpec>& ou
 
 }  // namespace
 
-std::vector<Prepared> prepare(const std::vector<PlannedRow>& rows, uint64_t seed, unsigned jobs) {
+std::vector<Prepared> prepare(const std::vector<PlannedRow>& rows, uint64_t seed, unsigned jobs,
+                              bool on_device) {
   std::vector<Prepared> out(rows.size());
   if (!jobs) jobs = std::max(1u, std::thread::hardware_concurrency());
   jobs = std::min<unsigned>(jobs, unsigned(rows.size()));
   std::atomic<size_t> next{0};
   auto work = [&] {
-    for (size_t i = next++; i < rows.size(); i = next++) out[i] = prepare_one(rows[i], seed);
+    for (size_t i = next++; i < rows.size(); i = next++)
+      out[i] = prepare_one(rows[i], seed, on_device);
   };
   std::vector<std::thread> pool;
   for (unsigned j = 1; j < jobs; ++j) pool.emplace_back(work);
@@ -84,6 +86,7 @@ Measured measure(const Prepared& p, const Peers& peers, gpu::Stream s, const Mea
   try {
     std::vector<std::unique_ptr<fx::CaseDevice>> sets;
     sets.push_back(std::make_unique<fx::CaseDevice>(*p.k, p.in, s));
+    m.launch = p.k->launch_note(p.in);
     fx::CaseDevice& first = *sets.front();
     first.set_seed(p.seed);
     first.reset_outputs();

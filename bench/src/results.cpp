@@ -162,6 +162,7 @@ std::vector<std::string> table_cells(const Measured& m) {
   const std::optional<double> eager = opt_us(m.peer, "eager"), comp = opt_us(m.peer, "compile"),
                               best = m.peer ? m.peer->best_us() : std::nullopt;
   return {shape,
+          m.launch,
           f("%.2f", m.us),
           f("%.3f", m.bytes / 1e6),
           f("%.0f", m.gbps()),
@@ -183,6 +184,7 @@ std::string row_json(const Measured& m) {
             {"shape", m.planned.row.vars.spec()},
             {"id", m.planned.id},
             {"name", m.name},
+            {"launch", m.launch},
             {"note", m.planned.row.note},
             {"for_target", m.planned.for_target},
             {"measured", m.measured()},

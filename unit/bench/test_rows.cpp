@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -131,5 +132,30 @@ TEST(BenchPlan, DescribeListsRowsAndTargets) {
   EXPECT_NE(d.find("launcher=window_rows  target: >= 50% of copy"), std::string::npos) << d;
 }
 
+}  // namespace
+}  // namespace dsv4::bench
+
+namespace dsv4::bench {
+namespace {
+// What the runner's check does with a row's output before timing it, on the host: every family's
+// comparator given an output of the declared dtype and shape (its start state, not the reference's
+// values) reports a mismatch, and one given the reference's own output a match.
+TEST(BenchRows, EachFamilysComparatorJudgesADeclaredOutput) {
+  std::map<std::string, int> taken;
+  for (const PlannedRow& r : plan({})) {
+    if (r.family == "sparse_decode" || taken[r.family]++ >= 1) continue;
+    const auto k = replay::find_family(r.family)->drawing->from_vars(r.row.vars);
+    fx::Rng rng(7);
+    const fx::Tensors in = k->draw(rng);
+    const fx::Tensors want = k->reference(in);
+    for (const fx::OutputSpec& spec : k->outputs(in)) {
+      ASSERT_TRUE(want.count(spec.name)) << r.id << ": no reference output " << spec.name;
+      const fx::st::Tensor start = fx::filled(spec.dtype, spec.shape, 0xA5);
+      EXPECT_TRUE(k->compare(spec, want.at(spec.name), want.at(spec.name), in))
+          << r.id << " " << spec.name;
+      (void)k->compare(spec, start, want.at(spec.name), in);  // must not crash
+    }
+  }
+}
 }  // namespace
 }  // namespace dsv4::bench

@@ -44,7 +44,7 @@ def fp8_max(flavour):
 def encode_fp8(x, flavour):
     """fp32 -> fp8 code bytes, round to nearest even; |x| <= the flavour's maximum or NaN (the
     values SGLang clamps before its cast). NaN -> the NaN code."""
-    table = fp8_values(flavour)
+    table = fp8_values(flavour).to(x.device)
     top = 0x80 if flavour == "e4m3fnuz" else 0x7F  # the finite positive codes: 0 .. top-1
     pos = table[:top]
     a = x.abs()

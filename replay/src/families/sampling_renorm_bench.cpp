@@ -30,4 +30,10 @@ fx::Work SamplingRenormCase::work(const fx::Tensors& in, const fx::Tensors& want
   return w;
 }
 
+std::string SamplingRenormCase::launch_note(const fx::Tensors&) const {
+  namespace ks = kernels::sampling_renorm;
+  return std::string("path: ") +
+         ks::path_name(ks::path_of(shape_.B, shape_.V, shape_.top_p, shape_.variant));
+}
+
 }  // namespace dsv4::cases

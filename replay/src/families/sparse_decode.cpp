@@ -76,8 +76,10 @@ int64_t stored_splits(const fx::Tensors& in) { return std::max<int64_t>(splits_o
 // (kernels::sparse_decode::decode_splits).
 bool auto_splits(const fx::Tensors& in) { return splits_of(in) == -1; }
 
+}  // namespace
+
 // The launcher's Args of a case's sizes alone (the workspace and the split choice need no data).
-kern::Args sized_args(const fx::Tensors& in) {
+kernels::sparse_decode::Args sparse_decode_sized_args(const fx::Tensors& in) {
   kern::Args a;
   const st::Tensor& q = input(in, "q");
   a.B = int64_t(q.shape.at(0));
@@ -89,8 +91,6 @@ kern::Args sized_args(const fx::Tensors& in) {
   }
   return a;
 }
-
-}  // namespace
 
 fx::Vars SparseDecodeShape::vars() const {
   fx::Vars v;
@@ -337,7 +337,7 @@ void SparseDecodeCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
 
 std::vector<fx::ScratchSpec> SparseDecodeCase::scratch(const fx::Tensors& in) const {
   if (!auto_splits(in)) return {};
-  const size_t bytes = kern::decode_workspace_bytes(sized_args(in));
+  const size_t bytes = kern::decode_workspace_bytes(sparse_decode_sized_args(in));
   if (bytes == 0) return {};  // one split on this device: the unsplit kernel, no workspace
   return {{.name = "workspace", .bytes = bytes}};
 }

@@ -61,4 +61,10 @@ fx::Work SparseDecodeCase::work(const fx::Tensors& in, const fx::Tensors& want) 
   return {.bytes = bytes, .flops = keys * H * 4 * 512};
 }
 
+std::string SparseDecodeCase::launch_note(const fx::Tensors& in) const {
+  if (!shape_.auto_splits) return "";
+  return "decode() splits: " +
+         std::to_string(kernels::sparse_decode::decode_splits(sparse_decode_sized_args(in)));
+}
+
 }  // namespace dsv4::cases

@@ -24,8 +24,10 @@ struct Prepared {
   std::string error = {};  // the row cannot be drawn or run here
 };
 
-// Draws `rows` and runs their references on `jobs` threads (0: the machine's cores).
-std::vector<Prepared> prepare(const std::vector<PlannedRow>& rows, uint64_t seed, unsigned jobs);
+// Draws `rows` and runs their references on `jobs` threads (0: the machine's cores); `on_device`:
+// a row the device cannot run (cannot_run()) is an error, not drawn.
+std::vector<Prepared> prepare(const std::vector<PlannedRow>& rows, uint64_t seed, unsigned jobs,
+                              bool on_device);
 
 // Writes each prepared row as a drawn case file into `dir` (what the PyTorch peers read); returns
 // the paths.

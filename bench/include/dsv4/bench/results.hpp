@@ -21,9 +21,10 @@ struct TargetResult {
 
 struct Measured {
   PlannedRow planned;
-  std::string name = {};  // the adapter's name of the case
-  double us = 0;          // median time per launch
-  double bytes = 0;       // the work a launch must do (fx::KernelCase::work)
+  std::string name = {};    // the adapter's name of the case
+  std::string launch = {};  // what the launcher chose (fx::KernelCase::launch_note)
+  double us = 0;            // median time per launch
+  double bytes = 0;         // the work a launch must do (fx::KernelCase::work)
   double flops = 0;
   double copy_gbps = 0;  // the copy ceiling over the same bytes, measured beside the row
   int sets = 1;          // input sets rotated so that each launch reads from memory

@@ -71,6 +71,7 @@ class SamplingRenormCase : public ShapedCase<SamplingRenormShape>, public Foreig
   // dsv4-bench's rows and a launch's work (sampling_renorm_bench.cpp).
   static std::vector<BenchRow> bench_rows();
   fx::Work work(const fx::Tensors& in, const fx::Tensors& want) const override;
+  std::string launch_note(const fx::Tensors& in) const override;
 
   std::string family() const override { return "sampling_renorm"; }
   fx::Tensors draw(fx::Rng& rng) const override;

@@ -29,6 +29,7 @@
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/attention_inputs.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
+#include "dsv4/kernels/sparse_decode.hpp"
 
 namespace dsv4::cases {
 
@@ -64,6 +65,9 @@ std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_soak_sweep();
 // KvLayout's names in its order (v41, v41_fp4, v4, v4_fnuz): the words a shape's vars use.
 std::vector<std::string> kv_layout_names();
 
+// The launcher's Args of a case's sizes alone (the workspace and the split choice need no data).
+kernels::sparse_decode::Args sparse_decode_sized_args(const fx::Tensors& in);
+
 class SparseDecodeCase : public ShapedCase<SparseDecodeShape>, public Foreign {
  public:
   explicit SparseDecodeCase(SparseDecodeShape shape);
@@ -75,6 +79,7 @@ class SparseDecodeCase : public ShapedCase<SparseDecodeShape>, public Foreign {
   // dsv4-bench's rows and a launch's work (sparse_decode_bench.cpp).
   static std::vector<BenchRow> bench_rows();
   fx::Work work(const fx::Tensors& in, const fx::Tensors& want) const override;
+  std::string launch_note(const fx::Tensors& in) const override;
 
   std::string family() const override { return "sparse_decode"; }
   fx::Tensors draw(fx::Rng& rng) const override;
