@@ -1,6 +1,6 @@
-// Renders the reusable workflow (a preflight job, a tools job, one job per suite or group of
-// suites, a report job with the triage and the verdict), its callers, auto-retry.yml and pr.yml
-// from the templates in nightly/templates/.
+// Renders the reusable workflow (a preflight job, a tools job, a build job per shipped preset, one job
+// per suite or group of suites, a report job with the triage and the verdict), its callers,
+// auto-retry.yml and pr.yml from the templates in nightly/templates/.
 #include "render.hpp"
 
 #include <openssl/evp.h>
