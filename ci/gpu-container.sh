@@ -15,18 +15,22 @@
 #       --tag-only: the highest v*.*.* tag across branches) and the tag before it, {date} = the
 #       newest day of the last N (7) that has an image, never a day before --not-before; every
 #       tag tried is listed; none found: exit 3 with the list (there is no older fallback)
-#   ci/gpu-container.sh start [--no-gpu | --vendor amd|nvidia] [--hf-cache HOST:MOUNT:HF_HOME] NAME IMAGE [docker run options]
+#   ci/gpu-container.sh start [--no-gpu | --vendor amd|nvidia] [--hf-cache HOST:MOUNT:HF_HOME] [--workdir DIR] NAME IMAGE [docker run options]
 #       docker run --init with /dev/kfd and every device of /etc/podinfo/gha-render-devices (a
-#       missing or empty file refuses to start; nvidia: --gpus all), the workspace mounted at its own path, the HF
+#       missing or empty file refuses to start; nvidia: --gpus all), the workspace mounted at its
+#       own path and, with --workdir, also at DIR, the commands' folder (one fixed path in every
+#       job, whatever the runner's workspace, for builds made in one job and run in another), the HF
 #       cache (which must exist) with SGLang's MIOpen cache and tilelang path; the image taken from
 #       the runner's cache, else the LAN registry, else Docker Hub with retries and back-off (a
 #       rate limit is could-not-run at once, naming it), after a docker login when
 #       DOCKERHUB_USERNAME/DOCKERHUB_TOKEN are set (when not, the log and step summary say so);
-#       labelled dsv4-ci.owner for clear-vram; DSV4_IMAGE and DSV4_IMAGE_DIGEST set for the reports
+#       labelled dsv4-ci.owner for clear-vram; DSV4_IMAGE, DSV4_IMAGE_DIGEST and DSV4_IMAGE_ID (the
+#       image's content id, the same from every registry) set for the reports and ci/ship-build.sh
 #   ci/gpu-container.sh login
 #       the Docker Hub login of `start` alone (for a job that only inspects manifests)
 #   ci/gpu-container.sh exec NAME [-w DIR] [-e VAR[=VALUE]]... -- COMMAND...
-#       docker exec in the workspace; GITHUB_* run identity passed on; the step summary the command
+#       docker exec in the workspace ($DSV4_WORKDIR where set: the --workdir of start); GITHUB_* run
+#       identity passed on; the step summary the command
 #       writes is appended to the host's $GITHUB_STEP_SUMMARY
 #   ci/gpu-container.sh stop NAME
 #       SIGTERM to the container's processes (run-suite stops its server), the workspace given back
@@ -384,10 +388,12 @@ pull_image() {
 }
 
 start() {
-  local gpu=1 hf="" name image
+  local gpu=1 hf="" name image workdir=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --no-gpu) gpu=0; shift ;;
+      --workdir) workdir=${2:-}; shift 2
+        [[ $workdir == /?* ]] || die "--workdir must be an absolute path (got '$workdir')" ;;
       --vendor)
         case "${2:-}" in amd | nvidia) vendor=$2 ;; *) die "--vendor must be amd or nvidia (got '${2:-}')" ;; esac
         shift 2 ;;
@@ -400,7 +406,8 @@ start() {
   # The owner label is how a later clear-vram of this job (a re-run) knows the container is its own.
   local args=(run -dt --init --name "$name" --user root --ulimit nofile=65536:65536
               --label "dsv4-ci.owner=$(job_owner)" --label "dsv4-ci.attempt=${GITHUB_RUN_ATTEMPT:-1}"
-              -v "$workspace:$workspace" -w "$workspace")
+              -v "$workspace:$workspace" -w "${workdir:-$workspace}")
+  [ -z "$workdir" ] || args+=(-v "$workspace:$workdir" --label "dsv4-ci.workdir=$workdir")
   if [ "$gpu" = 1 ] && [ "$vendor" = nvidia ]; then
     args+=(--gpus all --cap-add=SYS_PTRACE)
   elif [ "$gpu" = 1 ]; then
@@ -431,8 +438,10 @@ start() {
   local digest
   digest=$(docker image inspect --format '{{join .RepoDigests " "}}' "$image" 2>/dev/null)
   [ -n "$digest" ] || digest=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null)
-  echo "gpu-container: image $image, digest ${digest:-unknown}"
-  args+=(-e "DSV4_IMAGE=$image" -e "DSV4_IMAGE_DIGEST=${digest:-unknown}")
+  local image_id
+  image_id=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null)
+  echo "gpu-container: image $image, digest ${digest:-unknown}, id ${image_id:-unknown}"
+  args+=(-e "DSV4_IMAGE=$image" -e "DSV4_IMAGE_DIGEST=${digest:-unknown}" -e "DSV4_IMAGE_ID=${image_id:-unknown}")
   docker rm -f "$name" >/dev/null 2>&1
   # "$@": extra options from the registry (e.g. --shm-size 32g), split on spaces by the caller.
   docker "${args[@]}" "$@" "$image" sleep infinity >/dev/null || cannot "docker run failed for $image"
@@ -443,10 +452,10 @@ start() {
 exec_in() {
   [ $# -ge 1 ] || die "exec needs NAME"
   local name=$1; shift
-  local dir=$workspace args=() summary="$workspace/.dsv4-step-summary.md"
+  local dir=${DSV4_WORKDIR:-$workspace} args=() summary="$workspace/.dsv4-step-summary.md"
   while [ $# -gt 0 ]; do
     case "$1" in
-      -w) dir=$workspace/$2; shift 2 ;;
+      -w) dir=${DSV4_WORKDIR:-$workspace}/$2; shift 2 ;;
       -e) args+=(-e "$2"); shift 2 ;;
       --) shift; break ;;
       *) break ;;
@@ -496,6 +505,6 @@ case "$cmd" in
   exec) exec_in "$@" ;;
   login) docker_login ;;
   stop) stop "$@" ;;
-  -h|--help) sed -n '2,39p' "$0" ;;
+  -h|--help) sed -n '2,43p' "$0" ;;
   *) die "unknown command '$cmd' (clear-vram, resolve-image, start, exec, stop, login)" ;;
 esac

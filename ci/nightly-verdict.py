@@ -7,6 +7,10 @@ environment: NEEDS (toJSON(needs) of the report job), SCHEDULE (nightly or weekl
 suites input: all, or names separated by commas), GITHUB_EVENT_NAME, GITHUB_RUN_ATTEMPT,
 GITHUB_STEP_SUMMARY (appended when set).
 
+A preset shipped to GPU jobs (`build.ship`) is built once by the job `build-<preset>`: its
+failure after its setup is a failure (never retried), before it an infrastructure failure; the
+jobs that need it are then skipped, and count as could-not-run, never as passed.
+
 A GPU job's outputs say how far it got: `setup` (the container started, dependencies and SGLang
 installed) and `ready` (built and qualified: the suites could start). A failed job counts as an
 infrastructure failure (could-not-run: runner lost, pull or install failure) when its setup did
@@ -37,6 +41,16 @@ def jobs_of(registry, schedule, selected):
     return jobs
 
 
+def build_jobs_of(registry, schedule):
+    """job -> the build job it needs (build-<preset>), for the shipped builds of this schedule."""
+    needs = {}
+    for s in registry.get("suites", []):
+        build = s.get("build") or {}
+        if s.get("schedule", "nightly") == schedule and build.get("ship"):
+            needs[s.get("job", s["name"])] = "build-" + build["preset"]
+    return needs
+
+
 def suite_exits(current):
     """suite -> exit code of its latest attempt's suite.json under CURRENT."""
     best = {}
@@ -56,6 +70,10 @@ def classify(job, result, outputs, suites, exits):
     """(kind, why) of a failed job: kind 'infrastructure' or 'failed'."""
     if job == "tools":
         return "failed", "the tools build failed"
+    if job.startswith("build-"):
+        if outputs.get("setup") != "true":
+            return "infrastructure", "its setup did not finish (runner lost, pull or install failure)"
+        return "failed", "the build of preset " + job[len("build-"):] + " failed"
     if job == "preflight":
         return "failed", ("the preflight failed: an unknown suite, a pin mismatch, or an SGLang "
                           "ref or image that does not resolve")
@@ -90,12 +108,14 @@ def main():
     wanted = os.environ.get("SUITES", "all")
     jobs = jobs_of(registry, schedule, None if wanted == "all" else set(wanted.split(",")))
     exits = suite_exits(a.current)
+    build_of = build_jobs_of(registry, schedule)
+    builds = sorted(set(build_of.values()))
     event = os.environ.get("GITHUB_EVENT_NAME", "")
     attempt = int(os.environ.get("GITHUB_RUN_ATTEMPT") or 1)
     rows, failed, infra, problems = [], {}, {}, []
-    for job in ["preflight", "tools"] + sorted(jobs):
+    for job in ["preflight", "tools"] + builds + sorted(jobs):
         n = needs.get(job)
-        if n is None and job == "preflight":
+        if n is None and (job == "preflight" or job in builds):
             continue
         if n is None:
             problems.append(f"{job}=not-in-needs")
@@ -107,6 +127,11 @@ def main():
             (infra if kind == "infrastructure" else failed)[job] = why
         elif result == "cancelled":
             failed[job] = why = "cancelled"
+        elif (result == "skipped" and job in build_of
+              and (needs.get(build_of[job]) or {}).get("result") in ("failure", "cancelled")):
+            # Skipped because the build it runs did not come: could not run, never a pass.
+            infra[job] = why = f"could not run: the build it needs ({build_of[job]}) " \
+                               f"{needs[build_of[job]]['result'].replace('failure', 'failed')}"
         elif result == "skipped" and event == "schedule" and job in jobs:
             # A scheduled run skips nothing: a skipped suite there is a dormant one.
             failed[job] = why = "skipped on a scheduled run"
@@ -128,7 +153,10 @@ def main():
             summary.append(f"This is attempt {attempt} of the run: a re-run of failed jobs.\n")
     summary.append("| job | result | why |\n| --- | --- | --- |")
     summary += [f"| {j} | {r} | {w} |" for j, r, w in rows]
-    if not ran:
+    broken = sorted(j for j in failed if j in builds)
+    if broken and not ran:
+        verdict, code = "failed: " + " ".join(broken) + " (no GPU job could run without it)", 1
+    elif not ran:
         verdict, code = "could not run: no GPU job of this schedule ran", 3
     elif failed or problems:
         verdict, code = "failed: " + " ".join(sorted(failed) + problems), 1

@@ -215,6 +215,28 @@ EOS
   [[ $line != *"--ipc"* ]]
 }
 
+@test "start --workdir: the workspace also at one fixed path, where exec runs; the image's id for ship-build" {
+  echo img >"$FAKE_IMAGES"
+  echo "--device=/dev/dri/renderD128" >"$DSV4_RENDER_DEVICES"
+  run bash "$ROOT/ci/gpu-container.sh" start --workdir /dsv4-ci c1 img
+  show
+  [ "$status" -eq 0 ]
+  line=$(grep '^docker run' "$FAKE_LOG")
+  for want in "-v $GITHUB_WORKSPACE:$GITHUB_WORKSPACE " "-v $GITHUB_WORKSPACE:/dsv4-ci " "-w /dsv4-ci " \
+      "--label dsv4-ci.workdir=/dsv4-ci" "DSV4_IMAGE_ID=img@sha256:0123abcd"; do
+    [[ $line == *"$want"* ]] || { echo "missing '$want' in: $line"; false; }
+  done
+  DSV4_WORKDIR=/dsv4-ci run bash "$ROOT/ci/gpu-container.sh" exec c1 -- ctest -N
+  show
+  [ "$status" -eq 0 ]
+  grep -q '^docker exec -w /dsv4-ci .* c1 ctest -N$' "$FAKE_LOG"
+  DSV4_WORKDIR=/dsv4-ci run bash "$ROOT/ci/gpu-container.sh" exec c1 -w build -- ls
+  grep -q '^docker exec -w /dsv4-ci/build .* c1 ls$' "$FAKE_LOG"
+  run bash "$ROOT/ci/gpu-container.sh" start --workdir dsv4-ci c1 img
+  [ "$status" -eq 2 ]
+  [[ $output == *"--workdir must be an absolute path (got 'dsv4-ci')"* ]]
+}
+
 @test "start: a model cache that does not exist fails fast with its path" {
   echo img >"$FAKE_IMAGES"
   echo "--device=/dev/dri/renderD128" >"$DSV4_RENDER_DEVICES"

@@ -104,3 +104,46 @@ skipped='{"result": "skipped", "outputs": {}}'
   [[ $output == *"**A retry**: attempt 2 re-runs the infrastructure failures of attempt 1 (kernels-a)"* ]]
   grep -q "A retry" "$GITHUB_STEP_SUMMARY"
 }
+
+# A registry whose kernels-a and kernels-b ship preset hip, built once by build-hip.
+shipped_registry() {
+  cat >"$TMP/suites.json" <<'J'
+{"suites": [
+  {"name": "kernels-a", "kind": "kernels", "build": {"preset": "hip", "ship": true}},
+  {"name": "kernels-b", "kind": "kernels", "build": {"preset": "hip", "ship": true}},
+  {"name": "e2e-x", "job": "e2e-j", "kind": "e2e"}]}
+J
+}
+
+@test "verdict: a failed build makes the jobs that need it could-not-run, never passed, and is not retried" {
+  shipped_registry
+  suite e2e-x 0
+  export NEEDS="{\"tools\": $ok, \"build-hip\": {\"result\": \"failure\", \"outputs\": {\"setup\": \"true\"}}, \"kernels-a\": $skipped, \"kernels-b\": $skipped, \"e2e-j\": $ok}"
+  verdict
+  show
+  [ "$status" -eq 1 ]
+  [[ $output == *"| build-hip | failure | the build of preset hip failed |"* ]]
+  [[ $output == *"| kernels-a | skipped | could not run: the build it needs (build-hip) failed |"* ]]
+  [[ $output == *"| kernels-b | skipped | could not run: the build it needs (build-hip) failed |"* ]]
+  [[ $output != *"skipped on a scheduled run"* ]]
+  [ "$(jq -r .retry "$TMP/plan.json")" = false ]
+  [[ $(jq -r '.failed["build-hip"]' "$TMP/plan.json") == *"build of preset hip failed"* ]]
+  # A dispatch of the kernels suites alone: nothing ran, and the build's failure is the verdict.
+  export GITHUB_EVENT_NAME=workflow_dispatch SUITES=kernels-a,kernels-b
+  export NEEDS="{\"tools\": $ok, \"build-hip\": {\"result\": \"failure\", \"outputs\": {\"setup\": \"true\"}}, \"kernels-a\": $skipped, \"kernels-b\": $skipped, \"e2e-j\": $skipped}"
+  verdict
+  show
+  [ "$status" -eq 1 ]
+  [[ $output == *"failed: build-hip (no GPU job could run without it)"* ]]
+}
+
+@test "verdict: a build job whose setup failed is infrastructure: the retry re-runs it and the jobs it feeds" {
+  shipped_registry
+  suite e2e-x 0
+  export NEEDS="{\"tools\": $ok, \"build-hip\": {\"result\": \"failure\", \"outputs\": {}}, \"kernels-a\": $skipped, \"kernels-b\": $skipped, \"e2e-j\": $ok}"
+  verdict
+  show
+  [ "$status" -eq 3 ]
+  [ "$(jq -r .retry "$TMP/plan.json")" = true ]
+  [ "$(jq -r '.infrastructure | keys | join(" ")' "$TMP/plan.json")" = "build-hip kernels-a kernels-b" ]
+}

@@ -291,9 +291,17 @@ void parse_kernels(const Reader& r, const json& j, const std::string& p, Suite& 
   }
   if (!j.contains("build")) r.fail(join(p, "build"), "is required for a kernels suite", nullptr);
   const std::string bp = join(p, "build");
-  r.keys(j.at("build"), bp, {"preset", "targets"}, {"preset"});
+  r.keys(j.at("build"), bp, {"preset", "targets", "ship"}, {"preset"});
   s.build.preset = r.matching(j.at("build"), bp, "preset", true, name_re(), "a preset name");
   s.build.targets = r.strings(j.at("build"), bp, "targets", false, false);
+  s.build.ship = r.boolean(j.at("build"), bp, "ship", false);
+  // A shipped build is made and checked against one image name: no per-day placeholders.
+  if (s.build.ship && s.container.image.find('{') != std::string::npos)
+    r.fail(join(bp, "ship"),
+           "needs a container.image without placeholders (the build job and the suites must use "
+           "one image; got '" +
+               s.container.image + "')",
+           &j.at("build").at("ship"));
   if (!j.contains("ctest")) r.fail(join(p, "ctest"), "is required for a kernels suite", nullptr);
   const std::string cp = join(p, "ctest");
   const json& cj = j.at("ctest");
@@ -604,8 +612,24 @@ Registry parse_registry(const json& doc, const std::string& file) {
       if (s.job == reserved)
         r.fail(at("suites", i) + ".job", std::string("\"") + reserved + "\" is the name of a job",
                &suites[i].at("job"));
+    for (const Suite& o : reg.suites)
+      if (o.build.ship && s.job == build_job_of(o.build.preset))
+        r.fail(at("suites", i) + (s.job == s.name ? ".name" : ".job"),
+               "is the name of the job that builds preset " + o.build.preset + " for " + o.name,
+               &suites[i].at(s.job == s.name ? "name" : "job"));
     for (size_t k = 0; k < i; ++k) {
       const Suite& o = reg.suites[k];
+      // One build of a shipped preset serves every suite that ships it: one image, one target list.
+      if (s.build.ship && o.build.ship && o.build.preset == s.build.preset) {
+        const char* differs = o.container.image != s.container.image ? "container.image"
+                              : o.build.targets != s.build.targets   ? "build.targets"
+                                                                     : nullptr;
+        if (differs)
+          r.fail(at("suites", i) + ".build.ship",
+                 "ships preset " + s.build.preset + " with " + o.name + " but not its " + differs +
+                     " (one build serves both)",
+                 &suites[i].at("build").at("ship"));
+      }
       if (o.job != s.job) continue;
       const char* differs = o.schedule != s.schedule                     ? "schedule"
                             : o.runner != s.runner                       ? "runner"

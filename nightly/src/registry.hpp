@@ -43,7 +43,11 @@ struct ExtraStep {
 struct Build {
   std::string preset;                // configure and build preset, e.g. "hip", "cpu"
   std::vector<std::string> targets;  // empty: everything
+  bool ship = false;  // built once per run by the job build_job_of(preset), shipped to the suite
 };
+
+// The job that builds a shipped preset once per run for every suite that ships it.
+inline std::string build_job_of(const std::string& preset) { return "build-" + preset; }
 
 // e2e: the server under test. Placeholders: {host}, {port}, {port_file}, {out}, {model}.
 struct Server {

@@ -1,6 +1,6 @@
-// Renders the reusable workflow (a preflight job, a tools job, one job per suite or group of
-// suites, a report job with the triage and the verdict), its callers, auto-retry.yml and pr.yml
-// from the templates in nightly/templates/.
+// Renders the reusable workflow (a preflight job, a tools job, a build job per shipped preset, one job
+// per suite or group of suites, a report job with the triage and the verdict), its callers,
+// auto-retry.yml and pr.yml from the templates in nightly/templates/.
 #include "render.hpp"
 
 #include <openssl/evp.h>
@@ -85,6 +85,11 @@ std::string select_of(const std::vector<const Suite*>& suites) {
 // The preflight job's output with the image of a job (resolved and checked on a hosted runner).
 std::string image_output(const Suite& s) { return underscored("image_" + s.job); }
 
+// The fixed path inside the container where kernels and build jobs mount the workspace and run:
+// CTest and the build tree hold absolute paths, so a build made in one job runs in another only
+// at the path it was made at, whatever each runner's workspace.
+constexpr const char* kWorkdir = "/dsv4-ci";
+
 std::map<std::string, std::string> common_vars(const Registry& reg) {
   const NightlyWorkflow& n = reg.nightly;
   return {{"repository", n.repository},
@@ -104,7 +109,65 @@ std::map<std::string, std::string> common_vars(const Registry& reg) {
           {"hf_home", n.hf_cache.hf_home},
           {"caller_ref", n.caller_ref},
           {"dockerhub_username_secret", n.dockerhub_username_secret},
-          {"dockerhub_token_secret", n.dockerhub_token_secret}};
+          {"dockerhub_token_secret", n.dockerhub_token_secret},
+          {"workdir", kWorkdir}};
+}
+
+// The artifact of a shipped preset's build (one per run: re-run jobs find it by the run id).
+std::string build_artifact(const std::string& preset) { return "dsv4-build-" + preset; }
+
+// The suites of each shipped preset, by preset, in registry order of their first suite.
+std::vector<std::vector<const Suite*>> shipped_builds(const Registry& reg) {
+  std::vector<std::vector<const Suite*>> out;
+  for (const auto& s : reg.suites) {
+    if (!s.build.ship) continue;
+    bool found = false;
+    for (auto& b : out)
+      if (b.front()->build.preset == s.build.preset) b.push_back(&s), found = true;
+    if (!found) out.push_back({&s});
+  }
+  return out;
+}
+
+std::string targets_of(const Build& b) {
+  std::string targets;
+  for (const auto& t : b.targets) targets += (targets.empty() ? " --target " : " ") + t;
+  return targets;
+}
+
+// The `if:` of a shipped preset's build: any of its suites runs (per schedule, the suites input
+// selecting one of them).
+std::string build_if(const std::vector<const Suite*>& suites) {
+  std::string cond;
+  for (const Schedule sch : {Schedule::kNightly, Schedule::kWeekly}) {
+    std::vector<const Suite*> of;
+    for (const Suite* x : suites)
+      if (x->schedule == sch) of.push_back(x);
+    if (of.empty()) continue;
+    cond += std::string(cond.empty() ? "" : " || ") + "(inputs.schedule == '" + schedule_name(sch) +
+            "' && (" + select_of(of) + "))";
+  }
+  return cond;
+}
+
+// The job that builds a shipped preset once, for every suite that ships it, in their image.
+std::string build_job_text(const std::string& dir, const Registry& reg,
+                           const std::vector<const Suite*>& suites) {
+  const Suite& s = *suites.front();
+  auto v = common_vars(reg);
+  v["build_job"] = build_job_of(s.build.preset);
+  v["preset"] = s.build.preset;
+  v["targets"] = targets_of(s.build);
+  v["artifact"] = build_artifact(s.build.preset);
+  v["image"] = s.container.image;
+  v["runner_input"] = runner_input(s.runner);
+  v["login_env"] = load_template(dir, "login-env.yml");
+  std::string consumers;
+  for (const Suite* x : suites) consumers += (consumers.empty() ? "" : ", ") + x->name;
+  v["consumers"] = consumers;
+  v["image_output"] = underscored("image_" + v["build_job"]);
+  v["build_if"] = build_if(suites);
+  return fill(load_template(dir, "job-build.yml"), v);
 }
 
 // What a job spends besides its suites: image pull, VRAM clearing, installs (e2e), and the
@@ -141,9 +204,16 @@ std::string job_text(const std::string& dir, const Registry& reg,
   if (s.kind == Kind::kKernels) {
     v["timeout_minutes"] = std::to_string(s.timeout_minutes);
     v["preset"] = s.build.preset;
-    std::string targets;
-    for (const auto& t : s.build.targets) targets += (targets.empty() ? " --target " : " ") + t;
-    v["targets"] = targets;
+    v["targets"] = targets_of(s.build);
+    v["build_job"] = build_job_of(s.build.preset);
+    v["artifact"] = build_artifact(s.build.preset);
+    // A shipped build: downloaded before the image is pulled, unpacked and verified in place of
+    // the build; no cmake --build on this node.
+    v["needs"] = s.build.ship ? "[preflight, " + v["build_job"] + "]" : "preflight";
+    v["download_build"] =
+        s.build.ship ? fill(load_template(dir, "step-download-build.yml"), v) : "";
+    v["build_steps"] =
+        fill(load_template(dir, s.build.ship ? "step-unpack-build.yml" : "step-build-here.yml"), v);
     v["suite_minutes"] = suite_minutes(s);
     v["qualify_step"] =
         s.qualify == "asan" ? fill(load_template(dir, "step-qualify-asan.yml"), v) : "";
@@ -213,8 +283,8 @@ std::string render_reusable(const Registry& reg, const std::string& dir) {
         fill(load_template(dir, "step-preflight-image.yml"),
              {{"job", s.job},
               {"step_id", id},
-              {"schedule", schedule_name(s.schedule)},
-              {"select", select_of(group)},
+              {"if", "inputs.schedule == '" + std::string(schedule_name(s.schedule)) + "' && (" +
+                         select_of(group) + ")"},
               {"image_input", e2e ? "e2e_image" : "kernels_image"},
               {"image", s.container.image},
               {"resolve_args", !e2e ? ""
@@ -223,6 +293,19 @@ std::string render_reusable(const Registry& reg, const std::string& dir) {
                                                ? ""
                                                : " --not-before " + s.container.not_before)}});
   }
+  // A build job's image, resolved whenever it builds (its first suite may not be selected).
+  for (const auto& b : shipped_builds(reg)) {
+    const Suite& s = *b.front();
+    const std::string id = underscored("image_" + build_job_of(s.build.preset));
+    image_outputs += "      " + id + ": ${{ steps." + id + ".outputs.image }}\n";
+    image_steps +=
+        fill(load_template(dir, "step-preflight-image.yml"), {{"job", build_job_of(s.build.preset)},
+                                                              {"step_id", id},
+                                                              {"if", build_if(b)},
+                                                              {"image_input", "kernels_image"},
+                                                              {"image", s.container.image},
+                                                              {"resolve_args", ""}});
+  }
   v["image_outputs"] = image_outputs;
   v["image_steps"] = image_steps;
   v["login_env"] = load_template(dir, "login-env.yml");
@@ -230,6 +313,10 @@ std::string render_reusable(const Registry& reg, const std::string& dir) {
   jobs += fill(load_template(dir, "job-tools.yml"), v);
   // The report's verdict reads each job's schedule from the registry (ci/nightly-verdict.py).
   std::string needs = "      - preflight\n      - tools\n";
+  for (const auto& b : shipped_builds(reg)) {
+    jobs += build_job_text(dir, reg, b);
+    needs += "      - " + build_job_of(b.front()->build.preset) + "\n";
+  }
   for (const auto& group : jobs_of(reg)) {
     jobs += job_text(dir, reg, group);
     needs += "      - " + group.front()->job + "\n";
@@ -340,6 +427,10 @@ std::vector<std::string> check_jobs(const Registry& reg, const std::string& work
   for (const auto& [job, suites] : jobs) {
     if (job == "report") have_report = true;
     if (job == "report" || job == "tools" || job == "preflight") continue;
+    bool builds = false;
+    for (const auto& s : reg.suites)
+      builds = builds || (s.build.ship && job == build_job_of(s.build.preset));
+    if (builds) continue;
     if (suites.empty())
       problems.push_back("job '" + job + "' runs no suite (expected 'nightly/run-suite " + job +
                          "')");

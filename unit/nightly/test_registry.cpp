@@ -282,6 +282,40 @@ INSTANTIATE_TEST_SUITE_P(
                 "suites[0].timeout_minutes", "\"60\""},
         BadCase{"family", [](json& d) { d["suites"][0]["ctest"]["families"][0] = "KvStore"; },
                 "suites[0].ctest.families[0]", "KvStore"},
+        BadCase{"ship flag", [](json& d) { d["suites"][0]["build"]["ship"] = "yes"; },
+                "suites[0].build.ship", "true or false"},
+        BadCase{"shipped build of a daily image",
+                [](json& d) {
+                  d["suites"][0]["container"] = {{"image", "rocm:{date}"},
+                                                 {"not_before", "20260424"}};
+                  d["suites"][0]["build"]["ship"] = true;
+                },
+                "suites[0].build.ship", "without placeholders"},
+        BadCase{"one shipped build, two images",
+                [](json& d) {
+                  d["suites"][0]["build"]["ship"] = true;
+                  json twin = d["suites"][0];
+                  twin["name"] = "kernels-b";
+                  twin["container"]["image"] = "rocm:8";
+                  d["suites"].push_back(twin);
+                },
+                "suites[2].build.ship",
+                "ships preset hip with kernels-a but not its container.image"},
+        BadCase{"one shipped build, two target lists",
+                [](json& d) {
+                  d["suites"][0]["build"]["ship"] = true;
+                  json twin = d["suites"][0];
+                  twin["name"] = "kernels-b";
+                  twin["build"]["targets"] = {"dsv4-nightly"};
+                  d["suites"].push_back(twin);
+                },
+                "suites[2].build.ship", "but not its build.targets"},
+        BadCase{"job named as a build job",
+                [](json& d) {
+                  d["suites"][0]["build"]["ship"] = true;
+                  d["suites"][1]["job"] = "build-hip";
+                },
+                "suites[1].job", "the job that builds preset hip for kernels-a"},
         BadCase{"no suites", [](json& d) { d["suites"] = json::array(); }, "suites", "[]"},
         BadCase{"pr", [](json& d) { d["pr"].erase("test_command"); }, "pr.test_command",
                 "required"}));

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <regex>
+#include <set>
 
 #include "helpers.hpp"
 #include "registry.hpp"
@@ -153,7 +155,10 @@ TEST(Render, OneReusableWorkflowWithAJobPerSuiteGroupAndAReportJob) {
       // Re-run failed jobs: the run's tools bundle has one name whatever the attempt.
       EXPECT_NE(job.find("          name: dsv4-tools\n"), std::string::npos) << job;
     } else {
-      EXPECT_NE(job.find("needs: preflight"), std::string::npos) << job;
+      EXPECT_NE(job.find(s.build.ship ? "needs: [preflight, build-" + s.build.preset + "]"
+                                      : "needs: preflight\n"),
+                std::string::npos)
+          << job;
       // Case files land in the uploaded folder: an absolute DSV4_CASE_DIR.
       EXPECT_NE(job.find("-e DSV4_CASE_DIR=\"$GITHUB_WORKSPACE/$DSV4_ARTIFACTS/cases\""),
                 std::string::npos)
@@ -452,7 +457,23 @@ TEST(Rerun, EveryDownloadFindsAnyAttemptsArtifactsOfTheRun) {
     }
   }
   EXPECT_EQ(tools_downloads, 4) << "three e2e jobs and the report";
-  EXPECT_EQ(downloads, 5);
+  // The shipped build: one per run under one name, uploaded by the job its suites need.
+  int build_downloads = 0;
+  for (const auto& [id, job] : w["jobs"].items())
+    for (const auto& step : job.value("steps", nlohmann::json::array()))
+      if (step.value("uses", "").rfind("actions/download-artifact@", 0) == 0 &&
+          step["with"].value("name", "") == "dsv4-build-hip") {
+        ++build_downloads;
+        const auto needs = needs_of(job);
+        EXPECT_NE(std::find(needs.begin(), needs.end(), "build-hip"), needs.end()) << id;
+      }
+  EXPECT_EQ(build_downloads, 3) << "kernels-mi35x, kernels-mi300, soak-mi35x";
+  for (const auto& step : w["jobs"]["build-hip"]["steps"])
+    if (step.value("uses", "").rfind("actions/upload-artifact@", 0) == 0) {
+      EXPECT_EQ(step["with"].value("name", ""), "dsv4-build-hip") << step.dump();
+      EXPECT_EQ(step["with"].value("overwrite", false), true) << step.dump();
+    }
+  EXPECT_EQ(downloads, 8);
   // The token reads artifacts: the callers grant actions: read.
   for (const char* caller : {"nightly.yml", "weekly.yml", "callers/dsv4-nightly.yml"}) {
     const nlohmann::json c = workflow_json(rendered(committed(), caller));
@@ -508,6 +529,123 @@ TEST(Preflight, PinMatchesThisCheckoutAndRefusesAnother) {
             std::string::npos);
 }
 
+// The runs of a job's steps, in order.
+std::vector<std::string> runs_of(const nlohmann::json& job) {
+  std::vector<std::string> runs;
+  for (const auto& step : job.value("steps", nlohmann::json::array()))
+    runs.push_back(step.value("run", ""));
+  return runs;
+}
+
+// The index of the first step whose run (or uses) matches `re`; -1 when none does.
+int step_index(const nlohmann::json& job, const std::string& re) {
+  const std::regex r(re);
+  int i = 0;
+  for (const auto& step : job.value("steps", nlohmann::json::array())) {
+    if (std::regex_search(step.value("run", ""), r) || std::regex_search(step.value("uses", ""), r))
+      return i;
+    ++i;
+  }
+  return -1;
+}
+
+// A preset shipped to GPU jobs is built once per run, by its build job, in the suites' image at
+// the fixed container path; the jobs that run it need that job, download its build, unpack and
+// verify it at the same path, and build nothing.
+TEST(ShippedBuild, GpuJobsNeedTheBuildJobDownloadItAndBuildNothing) {
+  const Registry reg = committed();
+  const nlohmann::json w = workflow_json(render_reusable(reg));
+  ASSERT_TRUE(w.contains("jobs"));
+  const std::regex any_build(R"(cmake\s+--build)");
+  // How often each preset is built across the whole workflow.
+  std::map<std::string, int> builds;
+  for (const auto& [id, job] : w["jobs"].items())
+    for (const auto& run : runs_of(job)) {
+      static const std::regex build_re(R"(cmake\s+--build\s+--preset\s+([A-Za-z0-9_-]+))");
+      for (std::sregex_iterator m(run.begin(), run.end(), build_re), e; m != e; ++m)
+        ++builds[(*m)[1].str() + " in " + id];
+    }
+  std::set<std::string> shipped;
+  for (const auto& s : reg.suites) {
+    const auto& job = w["jobs"][s.job];
+    if (!s.build.ship) {
+      // Built in the job itself (asan: its only suite; sglang-kernels: a cpu target).
+      if (s.kind == Kind::kKernels) EXPECT_EQ(builds[s.build.preset + " in " + s.job], 1) << s.job;
+      continue;
+    }
+    shipped.insert(s.build.preset);
+    const std::string build_job = "build-" + s.build.preset;
+    const auto needs = needs_of(job);
+    EXPECT_NE(std::find(needs.begin(), needs.end(), build_job), needs.end()) << s.job;
+    EXPECT_NE(std::find(needs.begin(), needs.end(), "preflight"), needs.end()) << s.job;
+    for (const auto& run : runs_of(job))
+      EXPECT_FALSE(std::regex_search(run, any_build)) << s.job << ": " << run;
+    int download = -1, i = 0;
+    for (const auto& step : job["steps"]) {
+      if (step.value("uses", "").rfind("actions/download-artifact@", 0) == 0 &&
+          step["with"].value("name", "") == "dsv4-build-" + s.build.preset) {
+        download = i;
+        EXPECT_EQ(step["with"].value("run-id", ""), "${{ github.run_id }}");
+        EXPECT_EQ(step["with"].value("github-token", ""), "${{ github.token }}");
+        EXPECT_EQ(step["with"].value("path", ""), "dist");
+      }
+      ++i;
+    }
+    ASSERT_GE(download, 0) << s.job << " downloads no build";
+    const int start = step_index(job, "gpu-container.sh start ");
+    const int setup = step_index(job, "echo \"done=true\"");
+    const int unpack = step_index(job, "bash ci/ship-build.sh unpack dist/dsv4-build-" +
+                                           s.build.preset + "\\.tar\\.gz " + s.build.preset + "$");
+    const int suite = step_index(job, "nightly/run-suite " + s.name);
+    // Downloaded before the image is pulled; unpacked and verified after the setup, before the
+    // suite; run where it was built.
+    EXPECT_LT(download, start) << s.job;
+    EXPECT_LT(setup, unpack) << s.job;
+    ASSERT_GE(unpack, 0) << s.job;
+    EXPECT_LT(unpack, suite) << s.job;
+    EXPECT_NE(job["steps"][start].value("run", "").find("--workdir \"$DSV4_WORKDIR\""),
+              std::string::npos)
+        << s.job;
+    EXPECT_EQ(job["env"].value("DSV4_WORKDIR", ""),
+              w["jobs"][build_job]["env"].value("DSV4_WORKDIR", ""));
+    EXPECT_EQ(job["env"].value("DSV4_WORKDIR", "").rfind('/', 0), 0u) << "an absolute path";
+    // The build job runs whenever this suite does.
+    EXPECT_NE(w["jobs"][build_job].value("if", "").find("'," + s.name + ",'"), std::string::npos)
+        << w["jobs"][build_job].dump();
+  }
+  ASSERT_FALSE(shipped.empty()) << "the committed registry ships no build";
+  for (const auto& preset : shipped) {
+    const std::string id = "build-" + preset;
+    const auto& job = w["jobs"][id];
+    ASSERT_TRUE(job.is_object()) << "no job " << id;
+    // Built once in the whole workflow, by this job, and packed with its manifest.
+    int total = 0;
+    for (const auto& [k, n] : builds)
+      if (k.rfind(preset + " in ", 0) == 0) total += n;
+    EXPECT_EQ(total, 1) << preset;
+    EXPECT_EQ(builds[preset + " in " + id], 1) << preset;
+    EXPECT_LT(step_index(job, "cmake --build --preset " + preset),
+              step_index(job, "ci/ship-build.sh pack " + preset + " dist/dsv4-build-" + preset))
+        << id;
+    EXPECT_EQ(needs_of(job), std::vector<std::string>{"preflight"}) << id;
+    // In the image the suites run, resolved by the preflight whenever the build runs; no GPU.
+    const auto& pre = w["jobs"]["preflight"];
+    EXPECT_EQ(pre["outputs"].value("image_build_" + preset, ""),
+              "${{ steps.image_build_" + preset + ".outputs.image }}");
+    const int start =
+        step_index(job, "gpu-container.sh start --no-gpu --workdir \"\\$DSV4_WORKDIR\"");
+    ASSERT_GE(start, 0) << job.dump();
+    EXPECT_EQ(job["steps"][start]["env"].value("IMAGE", ""),
+              "${{ needs.preflight.outputs.image_build_" + preset + " }}");
+    EXPECT_EQ(job.value("runs-on", ""), "${{ inputs.build_runs_on || inputs.runs_on_mi35x_8 }}");
+    EXPECT_EQ(job["outputs"].value("setup", ""), "${{ steps.setup.outputs.done }}");
+    // The report waits for it and judges it.
+    const auto report_needs = needs_of(w["jobs"]["report"]);
+    EXPECT_NE(std::find(report_needs.begin(), report_needs.end(), id), report_needs.end());
+  }
+  EXPECT_TRUE(check_jobs(reg, render_reusable(reg)).empty());
+}
+
 // Runs the report job's verdict step as rendered (its `run:`), in a folder laid out as the job's.
 test::CommandResult run_verdict(const std::string& needs, const std::string& event,
                                 std::string& summary) {
@@ -554,6 +692,23 @@ TEST(ReportJob, NoGpuJobRanIsCouldNotRunOnEveryTrigger) {
       "schedule", summary);
   EXPECT_EQ(r.code, 1) << r.output;
   EXPECT_NE(summary.find("| kernels-mi35x | failure | its build or qualification failed |"),
+            std::string::npos)
+      << summary;
+  // A failed build of the shipped preset: the suites that need it are could-not-run, not passed.
+  std::string no_build = passed;
+  for (const char* job : {"kernels-mi35x", "kernels-mi300", "soak-mi35x"})
+    no_build = std::regex_replace(
+        no_build, std::regex("\"" + std::string(job) + "\": \\{\"result\": \"success\"\\}"),
+        "\"" + std::string(job) + "\": {\"result\": \"skipped\"}");
+  const auto b = run_verdict(
+      no_build + R"(, "build-hip": {"result": "failure", "outputs": {"setup": "true"}}})",
+      "schedule", summary);
+  EXPECT_EQ(b.code, 1) << b.output;
+  EXPECT_NE(summary.find("| build-hip | failure | the build of preset hip failed |"),
+            std::string::npos)
+      << summary;
+  EXPECT_NE(summary.find(
+                "| soak-mi35x | skipped | could not run: the build it needs (build-hip) failed |"),
             std::string::npos)
       << summary;
 }
