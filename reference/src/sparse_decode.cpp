@@ -9,6 +9,7 @@
 #include <string>
 
 #include "dsv4/ref/compact_pages.hpp"
+#include "dsv4/ref/split_combine.hpp"
 
 namespace dsv4::ref::sparse_decode {
 namespace {
@@ -173,15 +174,9 @@ Outputs decode_f64(const Inputs& in) {
       if (sink == kInf) continue;
       const double den = sum + std::exp(sink - mx);
       for (size_t i = 0; i < kD; ++i) out[i] = acc[i] / den;
-      if (rope_ok) {
-        const float* cs = in.cos_sin.data() + size_t(in.positions[b]) * in.rope_dim;
-        double* tail = out + (kD - in.rope_dim);
-        for (size_t i = 0; i < in.rope_dim; i += 2) {
-          const double x0 = tail[i], x1 = tail[i + 1], c = cs[i], sn = cs[i + 1];
-          tail[i] = x0 * c + x1 * sn;
-          tail[i + 1] = x1 * c - x0 * sn;
-        }
-      }
+      if (rope_ok)
+        split_combine::inverse_rope_f64(in.cos_sin.data() + size_t(in.positions[b]) * in.rope_dim,
+                                        in.rope_dim, out, kD);
     }
   }
   return r;

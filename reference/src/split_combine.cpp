@@ -164,6 +164,15 @@ Outputs combine_f32(const Inputs& in) {
   return r;
 }
 
+void inverse_rope_f64(const float* cs, size_t rope_dim, double* out, size_t D) {
+  double* tail = out + (D - rope_dim);
+  for (size_t i = 0; i < rope_dim; i += 2) {
+    const double x0 = tail[i], x1 = tail[i + 1], c = cs[i], sn = cs[i + 1];
+    tail[i] = x0 * c + x1 * sn;
+    tail[i + 1] = x1 * c - x0 * sn;
+  }
+}
+
 OutputsF64 combine_f64(const Inputs& in) {
   check(in);
   const auto [B, S, H, D] = in.shape;
@@ -213,13 +222,8 @@ OutputsF64 combine_f64(const Inputs& in) {
       }
       if (rope_ok) {
         const Rope& rp = *in.rope;
-        const float* cs = rp.cos_sin.data() + size_t(rp.positions[b]) * rp.rope_dim;
-        double* tail = out + (D - rp.rope_dim);
-        for (size_t i = 0; i < rp.rope_dim; i += 2) {
-          const double x0 = tail[i], x1 = tail[i + 1], c = cs[i], sn = cs[i + 1];
-          tail[i] = x0 * c + x1 * sn;
-          tail[i + 1] = x1 * c - x0 * sn;
-        }
+        inverse_rope_f64(rp.cos_sin.data() + size_t(rp.positions[b]) * rp.rope_dim, rp.rope_dim,
+                         out, D);
       }
     }
   }

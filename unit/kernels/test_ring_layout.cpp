@@ -13,28 +13,21 @@
 #include <string>
 #include <vector>
 
+#include "dsv4/cases/kv_store.hpp"
 #include "dsv4/cases/ring_layout.hpp"
-#include "dsv4/fixtures/compare.hpp"
-#include "dsv4/fixtures/device_buffer.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/fixtures/gpu_test.hpp"
 #include "dsv4/fixtures/launcher_args.hpp"
-#include "dsv4/kernels/kv_store.hpp"
-#include "dsv4/ref/kv_store.hpp"
-#include "dsv4/ref/ring_layout.hpp"
 
 namespace dsv4 {
 namespace {
 
 namespace kr = kernels::ring_layout;
-namespace rr = ref::ring_layout;
-using fx::DeviceBuffer;
-using fx::Shape;
+namespace st = fx::st;
 using ::testing::HasSubstr;
 
 // DSpark's geometry: window 125, 4 draft tokens, ring 128.
 constexpr kr::Ring kRing{.ring = 128, .win = 125, .n_slots = 64};
-constexpr rr::Ring kRefRing{.ring = 128, .win = 125, .n_slots = 64};
 
 // ---- every launcher against the reference, through the kernel-case harness -----------------
 
@@ -76,55 +69,68 @@ TEST_F(RingLayout, TokensOutsideEveryRequestGetNoSlot) {
   for (int32_t t = 0; t < ip[0]; ++t) EXPECT_EQ(slot[size_t(t)], -1) << "token " << t;
 }
 
+// The geometry inputs of a ring_layout case.
+fx::Tensors ring_inputs(const kr::Ring& g) {
+  return {{"ring", st::Tensor::scalar<int64_t>(g.ring)},
+          {"win", st::Tensor::scalar<int64_t>(g.win)},
+          {"n_slots", st::Tensor::scalar<int64_t>(g.n_slots)}};
+}
+
+// One step of a hand-built sequence through the harness: the case of `in` (an adapter built from
+// its inputs) checked against its reference (every output bit for bit, the canaries, no error
+// counted); its outputs.
+template <class Case>
+fx::Tensors checked_step(const fx::Tensors& in, uint64_t seed, gpu::Stream s,
+                         const std::string& step) {
+  const Case c(in);
+  fx::CaseRun run;
+  EXPECT_TRUE(fx::check_case(c, in, seed, s, {}, &run)) << step;
+  EXPECT_EQ(run.got.at("errors").item<int64_t>(), 0) << step;
+  return run.got;
+}
+
 TEST_F(RingLayout, NoDecodeTokensStillWritesTheFirstOffset) {
-  fx::WatchScope watch({"ring_layout", "window_rows with no tokens", "D=0", std::nullopt});
-  DeviceBuffer<int32_t> indptr(1, "indptr");
-  fx::count_launch();
-  kr::window_rows(nullptr, nullptr, 0, nullptr, 0, kRing, indptr.data(), nullptr, nullptr,
-                  stream());
-  EXPECT_EQ(indptr.download(stream())[0], 0);
-  EXPECT_TRUE(indptr.guards_intact());
+  fx::Tensors in = ring_inputs(kRing);
+  in["batch_id"] = st::Tensor::of<int32_t>({0}, {});
+  in["pos"] = st::Tensor::of<int64_t>({0}, {});
+  in["batch_slot"] = st::Tensor::of<int64_t>({0}, {});
+  const fx::Tensors got =
+      checked_step<cases::RingLayoutCase>(in, fx::test_seed(), stream(), "window_rows, D=0");
+  EXPECT_EQ(got.at("indptr").values<int32_t>(), std::vector<int32_t>{0});
 }
 
 // The ring-wrap cycle on the device: four requests with prefixes 10, 127, 128 and 255 are
-// prefilled into their rings (prefill_slots, token_locs, kv_store::scatter_rows), a verify step of
+// prefilled into their rings (prefill_slots, token_locs, kv_store's row scatter), a verify step of
 // 4 tokens commits all or none of them, and every verify token's window is read back (window_rows)
-// and gathered from the pool. Every stage is compared bitwise with the reference; for committed
-// requests each gathered row is the KV row of exactly the position it stands for.
+// and gathered from the pool. Each step runs through the harness on the outputs of the one before
+// (the pool carried from store to store), bitwise against its reference; for committed requests
+// each gathered row is the KV row of exactly the position it stands for.
 TEST_F(RingLayout, RingWrapCycleThroughThePool) {
   const uint64_t seed = fx::test_seed();
   const int64_t prefixes[] = {10, 127, 128, 255};
   const size_t B = 4, V = 4, W = 64;
+  const uint64_t pool_rows = uint64_t(kRing.n_slots * kRing.ring);
   for (int variant = 0; variant < 2; ++variant) {
     DSV4_CASE(seed, "prefixes 10,127,128,255 ring=128 win=125 V=4 commit variant " << variant);
-    fx::WatchScope watch({"ring_layout",
-                          "ring-wrap cycle, commit variant " + std::to_string(variant),
-                          "B=4 V=4 W=64 prefixes 10,127,128,255", seed + variant});
     fx::Rng rng(seed + variant);
     const std::vector<int64_t> slots = {5, 0, 63, 17};
     std::vector<int32_t> commit(B);  // variant 0: full, 0, full, 0; variant 1: the other way
     for (size_t b = 0; b < B; ++b) commit[b] = (b + variant) % 2 ? 0 : int32_t(V);
 
     // KV rows by (request, position): row index b * 512 + position.
-    const size_t kv_rows = B * 512;
-    DeviceBuffer<bf16> kv(fx::uniform_bf16(rng, kv_rows * W), "kv");
-    DeviceBuffer<bf16> pool(size_t(kRing.n_slots * kRing.ring) * W, "pool");
-    std::vector<bf16> pool_want(pool.size(), pool.poison_value());
-    DeviceBuffer<int64_t> errors(1, "errors");
-    kernels::reset_errors(errors.data(), stream());
-    auto store = [&](const std::vector<int64_t>& kv_row, const DeviceBuffer<int64_t>& loc) {
-      // gather the step's kv rows on the host, scatter them on the device and in the reference
-      std::vector<bf16> step(kv_row.size() * W);
+    const std::vector<bf16> kv = fx::uniform_bf16(rng, B * 512 * W);
+    st::Tensor pool =
+        fx::filled(st::DType::BF16, {pool_rows, W}, fx::default_poison(st::DType::BF16));
+    // A step's KV rows scattered into the pool at `loc` (kv_store); the pool after it.
+    auto store = [&](const std::vector<int64_t>& kv_row, const st::Tensor& loc,
+                     const std::string& step) {
+      std::vector<bf16> rows(kv_row.size() * W);
       for (size_t t = 0; t < kv_row.size(); ++t)
-        std::memcpy(&step[t * W], &kv.host()[size_t(kv_row[t]) * W], W * sizeof(bf16));
-      DeviceBuffer<bf16> step_dev(step, "step kv");
-      fx::count_launch();
-      kernels::kv_store::scatter_rows(step_dev.data(), loc.data(), int64_t(kv_row.size()),
-                                      pool.data(), kRing.n_slots * kRing.ring,
-                                      {.width = int64_t(W)}, errors.data(), stream());
-      ref::kv_store::scatter_rows(step, loc.host(), pool_want, size_t(kRing.n_slots * kRing.ring),
-                                  {.width = W});
-      gpu::synchronize(stream());
+        std::memcpy(&rows[t * W], &kv[size_t(kv_row[t]) * W], W * sizeof(bf16));
+      const fx::Tensors in = {{"kv", st::Tensor::of<bf16>({kv_row.size(), W}, rows)},
+                              {"loc", st::Tensor::of<int64_t>(loc.values<int64_t>())},
+                              {"pool", pool}};
+      pool = checked_step<cases::KvStoreCase>(in, seed + variant, stream(), step).at("pool");
     };
 
     // Prefill: one chunk with every request's prefix, then graph padding.
@@ -136,23 +142,19 @@ TEST_F(RingLayout, RingWrapCycleThroughThePool) {
       ip.push_back(int32_t(ppos.size()));
     }
     for (int i = 0; i < 6; ++i) ppos.push_back(0), prow.push_back(0);
-    const size_t T = ppos.size();
-    DeviceBuffer<int64_t> req_slot(slots, "req_slot"), pos(ppos, "pos");
-    DeviceBuffer<int32_t> indptr_in(ip, "indptr");
-    DeviceBuffer<int64_t> tslot(T, "token_slot"), tfin(T, "final_pos"), loc(T, "loc");
-    fx::count_launch();
-    kr::prefill_slots(req_slot.data(), indptr_in.data(), int64_t(B), pos.data(), int64_t(T),
-                      tslot.data(), tfin.data(), errors.data(), stream());
-    fx::count_launch();
-    kr::token_locs(tslot.data(), pos.data(), tfin.data(), int64_t(T), kRing, loc.data(),
-                   errors.data(), stream());
-    std::vector<int64_t> slot_want(T), fin_want(T), loc_want(T);
-    rr::prefill_slots(slots, ip, ppos, slot_want, fin_want);
-    rr::token_locs(slot_want, ppos, fin_want, kRefRing, loc_want);
-    EXPECT_TRUE(fx::bitwise_equal(tslot.download(stream()), slot_want, Shape{T}, {.name = "slot"}));
-    EXPECT_TRUE(fx::bitwise_equal(tfin.download(stream()), fin_want, Shape{T}, {.name = "final"}));
-    EXPECT_TRUE(fx::bitwise_equal(loc.download(stream()), loc_want, Shape{T}, {.name = "loc"}));
-    store(prow, loc);
+    fx::Tensors in = ring_inputs(kRing);
+    in["req_slot"] = st::Tensor::of<int64_t>(slots);
+    in["prefill_indptr"] = st::Tensor::of<int32_t>(ip);
+    in["pos"] = st::Tensor::of<int64_t>(ppos);
+    const fx::Tensors prefill =
+        checked_step<cases::RingLayoutCase>(in, seed + variant, stream(), "prefill_slots");
+    in = ring_inputs(kRing);
+    in["slot"] = prefill.at("token_slot");
+    in["pos"] = st::Tensor::of<int64_t>(ppos);
+    in["final_pos"] = prefill.at("token_final_pos");
+    const fx::Tensors locs =
+        checked_step<cases::RingLayoutCase>(in, seed + variant, stream(), "token_locs");
+    store(prow, locs.at("loc"), "prefill store");
 
     // Verify: positions prefix .. prefix+3 of each request.
     std::vector<int64_t> vpos(B * V), vrow(B * V);
@@ -160,57 +162,45 @@ TEST_F(RingLayout, RingWrapCycleThroughThePool) {
       for (size_t j = 0; j < V; ++j)
         vpos[b * V + j] = prefixes[b] + int64_t(j),
                      vrow[b * V + j] = int64_t(b * 512) + vpos[b * V + j];
-    DeviceBuffer<int64_t> bslot(slots, "slot"), vpos_dev(vpos, "verify pos"), vloc(B * V, "vloc");
-    DeviceBuffer<int32_t> commit_dev(commit, "commit_len");
-    fx::count_launch();
-    kr::verify_locs(bslot.data(), vpos_dev.data(), commit_dev.data(), int64_t(B), int64_t(V), kRing,
-                    vloc.data(), errors.data(), stream());
-    std::vector<int64_t> vloc_want(B * V);
-    rr::verify_locs(slots, vpos, commit, V, kRefRing, vloc_want);
-    EXPECT_TRUE(
-        fx::bitwise_equal(vloc.download(stream()), vloc_want, Shape{B, V}, {.name = "vloc"}));
-    store(vrow, vloc);
+    in = ring_inputs(kRing);
+    in["batch_slot"] = st::Tensor::of<int64_t>(slots);
+    in["verify_pos"] = st::Tensor::of<int64_t>({B, V}, vpos);
+    in["commit_len"] = st::Tensor::of<int32_t>(commit);
+    const fx::Tensors verify =
+        checked_step<cases::RingLayoutCase>(in, seed + variant, stream(), "verify_locs");
+    store(vrow, verify.at("verify_loc"), "verify store");
 
     // Read: every verify token, plus two padding tokens.
     std::vector<int32_t> batch;
     std::vector<int64_t> rpos;
     for (size_t t = 0; t < B * V; ++t) batch.push_back(int32_t(t / V)), rpos.push_back(vpos[t]);
     batch.insert(batch.end(), {-1, -1}), rpos.insert(rpos.end(), {0, 0});
-    const size_t D = batch.size();
-    DeviceBuffer<int32_t> batch_dev(batch, "batch_id"), indptr(D + 1, "indptr"),
-        rows(D * size_t(kRing.win), "rows");
-    DeviceBuffer<int64_t> rpos_dev(rpos, "read pos");
-    fx::count_launch();
-    kr::window_rows(batch_dev.data(), rpos_dev.data(), int64_t(D), bslot.data(), int64_t(B), kRing,
-                    indptr.data(), rows.data(), errors.data(), stream());
-    std::vector<int32_t> indptr_want(D + 1), rows_want(rows.size(), rows.poison_value());
-    rr::window_rows(batch, rpos, slots, kRefRing, indptr_want, rows_want);
-    EXPECT_TRUE(fx::bitwise_equal(indptr.download(stream()), indptr_want, Shape{D + 1},
-                                  {.name = "indptr"}));
-    EXPECT_TRUE(fx::bitwise_equal(rows.download(stream()), rows_want, Shape{rows.size()},
-                                  {.name = "rows"}));
-    EXPECT_TRUE(fx::bitwise_equal(pool.download(stream()), pool_want,
-                                  Shape{size_t(kRing.n_slots * kRing.ring), W}, {.name = "pool"}));
-    EXPECT_EQ(kernels::read_errors(errors.data(), stream()), 0);
+    in = ring_inputs(kRing);
+    in["batch_id"] = st::Tensor::of<int32_t>(batch);
+    in["pos"] = st::Tensor::of<int64_t>(rpos);
+    in["batch_slot"] = st::Tensor::of<int64_t>(slots);
+    const fx::Tensors read =
+        checked_step<cases::RingLayoutCase>(in, seed + variant, stream(), "window_rows");
 
     // Committed requests read exactly their window's KV rows, oldest first.
+    const auto indptr = read.at("indptr").values<int32_t>();
+    const auto rows = read.at("rows").values<int32_t>();
+    const auto pooled = pool.values<bf16>();
     for (size_t t = 0; t < B * V; ++t) {
       const size_t b = t / V;
       if (commit[b] == 0) continue;
-      const int64_t q = vpos[t], n = indptr.host()[t + 1] - indptr.host()[t];
+      const int64_t q = vpos[t], n = indptr[t + 1] - indptr[t];
       ASSERT_EQ(n, std::min<int64_t>(q + 1, kRing.win));
       for (int64_t i = 0; i < n; ++i) {
-        const int32_t r = rows.host()[size_t(indptr.host()[t] + i)];
+        const int32_t r = rows[size_t(indptr[t] + i)];
         const int64_t want_pos = q - n + 1 + i;
-        EXPECT_EQ(std::memcmp(&pool.host()[size_t(r) * W],
-                              &kv.host()[(b * 512 + size_t(want_pos)) * W], W * sizeof(bf16)),
+        EXPECT_EQ(std::memcmp(&pooled[size_t(r) * W], &kv[(b * 512 + size_t(want_pos)) * W],
+                              W * sizeof(bf16)),
                   0)
             << "request " << b << " token at " << q << ": row " << r << " should hold position "
             << want_pos;
       }
     }
-    for (auto* b : {&pool, &kv}) EXPECT_TRUE(b->guards_intact());
-    for (auto* b : {&indptr, &rows}) EXPECT_TRUE(b->guards_intact());
   }
 }
 

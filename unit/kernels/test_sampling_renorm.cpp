@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "dsv4/cases/sampling_renorm.hpp"
-#include "dsv4/fixtures/device_buffer.hpp"
 #include "dsv4/fixtures/gpu_test.hpp"
 #include "dsv4/fixtures/launcher_args.hpp"
 #include "dsv4/ref/sampling_renorm.hpp"
@@ -123,8 +122,10 @@ TEST_F(SamplingRenorm, InPlace) {
 }
 
 // Nothing a launch leaves in the workspace misleads the next: fused launches of several shapes,
-// top-k and top-p, and multi-launch ones between them share one workspace that is never
-// re-poisoned, eagerly and then as one graph replayed three times, each output bit for bit.
+// top-k and top-p, and multi-launch ones between them share one workspace (fx::shared_scratch)
+// that is never re-poisoned, eagerly twice and then as one graph of all of them replayed three
+// times, each case's outputs reset before every round and then compared with its reference
+// through the harness (canaries included).
 TEST_F(SamplingRenorm, FusedLaunchesShareAWorkspace) {
   const uint64_t seed = fx::test_seed();
   const std::vector<SamplingRenormShape> shapes = {
@@ -133,70 +134,54 @@ TEST_F(SamplingRenorm, FusedLaunchesShareAWorkspace) {
       {.B = 3, .V = 20000, .top_p = true, .variant = Variant::kMultiLaunch},
       {.B = 3, .V = 20000, .top_p = true, .variant = Variant::kFused},
       {.B = 2, .V = 262144, .top_p = false, .variant = Variant::kFused}};
-  size_t ws_bytes = 0;
-  for (const auto& s : shapes) ws_bytes = std::max(ws_bytes, ks::workspace_bytes(s.B, s.V));
-  fx::DeviceBuffer<uint8_t> ws(ws_bytes, "workspace");
-  struct Run {
-    SamplingRenormShape shape = {};
-    fx::Tensors in = {};
-    std::vector<float> want = {};
-    std::unique_ptr<fx::DeviceBuffer<float>> probs = {}, out = {}, p = {};
-    std::unique_ptr<fx::DeviceBuffer<int32_t>> k = {};
-  };
-  std::vector<Run> runs;
+  std::vector<std::unique_ptr<SamplingRenormCase>> cases;
+  std::vector<const fx::KernelCase*> ptrs;
+  std::vector<fx::Tensors> inputs, wants;
   for (size_t i = 0; i < shapes.size(); ++i) {
-    const SamplingRenormCase c(shapes[i]);
     expect_path(shapes[i]);
+    cases.push_back(std::make_unique<SamplingRenormCase>(shapes[i]));
+    ptrs.push_back(cases.back().get());
     fx::Rng rng(seed + i);
-    Run r{shapes[i], c.draw(rng)};
-    r.want = c.reference(r.in).at("out").values<float>();
-    r.probs = std::make_unique<fx::DeviceBuffer<float>>(r.want.size(), "probs");
-    r.probs->upload(r.in.at("probs").values<float>(), stream());
-    r.out = std::make_unique<fx::DeviceBuffer<float>>(r.want.size(), "out");
-    if (shapes[i].top_p) {
-      r.p = std::make_unique<fx::DeviceBuffer<float>>(size_t(shapes[i].B), "p");
-      r.p->upload(r.in.at("p").values<float>(), stream());
-    } else {
-      r.k = std::make_unique<fx::DeviceBuffer<int32_t>>(size_t(shapes[i].B), "k");
-      r.k->upload(r.in.at("k").values<int32_t>(), stream());
-    }
-    runs.push_back(std::move(r));
+    inputs.push_back(cases.back()->draw(rng));
+    wants.push_back(cases.back()->reference(inputs.back()));
   }
-  fx::WatchScope watch(
-      {"sampling_renorm", "five shapes sharing a workspace", "B=1..3 V=20000..262144", seed});
-  auto launch_all = [&](gpu::Stream st) {
-    for (Run& r : runs) {
-      const auto& s = r.shape;
-      fx::count_launch();
-      if (s.top_p)
-        ks::top_p(r.probs->data(), s.B, s.V, r.p->data(), r.out->data(), ws.data(), ws.size(), st,
-                  s.variant);
-      else
-        ks::top_k(r.probs->data(), s.B, s.V, r.k->data(), r.out->data(), ws.data(), ws.size(), st,
-                  s.variant);
-    }
+  const fx::CaseDevice::SharedScratch shared = fx::shared_scratch(ptrs, inputs, stream());
+  ASSERT_EQ(shared.size(), 1u) << "the shapes share one workspace";
+  size_t largest = 0;
+  for (const auto& sh : shapes) largest = std::max(largest, ks::workspace_bytes(sh.B, sh.V));
+  EXPECT_EQ(shared.at("workspace")->bytes(), largest);
+  std::vector<std::unique_ptr<fx::CaseDevice>> devs;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    devs.push_back(std::make_unique<fx::CaseDevice>(*cases[i], inputs[i], stream(), shared));
+    devs.back()->set_seed(seed + i);
+    if (cases[i]->scratch(inputs[i]).empty()) continue;  // rows that fit one block
+    ASSERT_EQ(devs.back()->tensors().ptr<uint8_t>("workspace"),
+              static_cast<uint8_t*>(shared.begin()->second->device()))
+        << shapes[i].str();
+  }
+  auto reset_outputs = [&] {
+    for (auto& d : devs) d->reset_outputs_only();  // the workspace as the last launch left it
   };
   auto expect_all = [&](const std::string& when) {
-    for (Run& r : runs) {
-      DSV4_CASE(seed, r.shape.str() + " " + when);
-      EXPECT_TRUE(fx::bitwise_equal(r.out->download(stream()), r.want,
-                                    fx::Shape{uint64_t(r.shape.B), uint64_t(r.shape.V)},
-                                    {.name = when}));
-      EXPECT_TRUE(r.out->guards_intact());
+    for (size_t i = 0; i < devs.size(); ++i) {
+      DSV4_CASE(seed + i, shapes[i].str() + " " + when);
+      EXPECT_TRUE(devs[i]->check_outputs(wants[i]));
     }
   };
   for (int round = 0; round < 2; ++round) {
-    launch_all(stream());
+    reset_outputs();
+    for (auto& d : devs) d->launch();
     expect_all("eager round " + std::to_string(round));
   }
   gpu::Graph graph;
-  graph.capture(stream(), launch_all);
+  graph.capture(stream(), [&](gpu::Stream st) {
+    for (size_t i = 0; i < devs.size(); ++i) cases[i]->launch(devs[i]->tensors(), st);
+  });
   for (int round = 0; round < 3; ++round) {
-    for (Run& r : runs) r.out->upload(std::vector<float>(r.want.size(), -1.f), stream());
-    graph.replay(stream());
+    reset_outputs();
+    devs.front()->launch_counted([&] { graph.replay(stream()); });
     expect_all("graph replay " + std::to_string(round));
   }
-  EXPECT_TRUE(ws.guards_intact());
 }
 
 TEST(SamplingRenormArgs, BadArgumentsNameTheField) {

@@ -1,7 +1,7 @@
 // smoke: the kernel-case harness catches each planted fault (canaries, poison, NaN, swap, one ULP,
 // unwritten element, stale graph replay), writes the case file, and passes the fault-free kernel;
-// a hand-driven CaseDevice checks its canaries when destroyed; a planted spin fails by name within
-// the launch deadline, and a soak over rotating shapes checks as it goes.
+// a hand-driven CaseDevice checks its canaries when destroyed and its outputs when asked; a planted
+// spin fails by name within the launch deadline, and a soak over rotating shapes checks as it goes.
 #include "dsv4/kernels/smoke.hpp"
 
 #include <gmock/gmock.h>
@@ -69,6 +69,45 @@ TEST_F(Smoke, HandDrivenCaseDeviceChecksItsCanariesWhenDestroyed) {
   dev.reset_outputs();
   dev.launch();
   EXPECT_FALSE(dev.guards_intact());
+}
+
+// CaseDevice::check_outputs: every output judged by the family's comparator against the
+// reference's, then the canaries; a line for each failure, counted.
+TEST_F(Smoke, CheckOutputsJudgesEveryOutputAndTheCanaries) {
+  struct Planted {
+    Fault fault;
+    const char* says;
+  };
+  for (const Planted p : {Planted{Fault::kNone, ""}, Planted{Fault::kOneUlp, "ulp 1"},
+                          Planted{Fault::kPastEnd, "guard canaries of 'out'"}}) {
+    SCOPED_TRACE(int(p.fault));
+    const SmokeCase c({.fault = p.fault, .at = 3});
+    fx::Rng rng(fx::test_seed());
+    const fx::Tensors in = c.draw(rng);
+    const fx::Tensors want = c.reference(in);
+    fx::CaseDevice dev(c, in, stream());
+    dev.reset_outputs();
+    dev.launch();
+    fx::Tensors got;
+    int failed = -1;
+    const auto r = dev.check_outputs(want, &got, &failed);
+    ASSERT_EQ(got.count("out"), 1u);
+    if (p.fault == Fault::kNone) {
+      EXPECT_TRUE(r);
+      EXPECT_EQ(failed, 0);
+      EXPECT_TRUE(fx::bitwise_tensors(got.at("out"), want.at("out"), "out"));
+    } else {
+      ASSERT_FALSE(r);
+      EXPECT_EQ(failed, 1);
+      EXPECT_THAT(r.message(), HasSubstr(p.says));
+    }
+  }
+  const SmokeCase c(cases::SmokeShape{});
+  fx::Rng rng(fx::test_seed());
+  fx::CaseDevice dev(c, c.draw(rng), stream());
+  dev.reset_outputs();
+  dev.launch();
+  EXPECT_THAT(dev.check_outputs({}).message(), HasSubstr("the reference gives no output 'out'"));
 }
 
 TEST_F(Smoke, WriteBeforeTheBeginningHitsTheFrontCanary) {

@@ -192,6 +192,17 @@ TEST(SplitCombineHand, EmptySplitsContributeNothingWhateverTheirO) {
   EXPECT_EQ(out_values(sc::combine_f32(h.in())), std::vector<float>(4, 5.0f));
 }
 
+// The fp64 rotation the split_combine and sparse_decode references share: only the tail moves, each
+// pair by its own (cos, sin), with no rounding (the products of 0.1 are not those of any fp32
+// rotation).
+TEST(InverseRopeF64, RotatesEachPairOfTheTailExactly) {
+  std::vector<double> out = {5, 6, 1, 2, 0.1, 3};
+  const std::vector<float> cs = {0.0f, 1.0f, 0.5f, -0.25f};  // pair 0: 90 degrees; pair 1: any
+  sc::inverse_rope_f64(cs.data(), 4, out.data(), out.size());
+  const double c = 0.5, s = -0.25;
+  EXPECT_EQ(out, (std::vector<double>{5, 6, 2, -1, 0.1 * c + 3 * s, 3 * c - 0.1 * s}));
+}
+
 TEST(SplitCombineHand, InverseRopeRotatesTheTailBack) {
   // D = 4, rope_dim 2: the pair (values 2, 3) = (1, 0) at an angle of 90 degrees (cos 0, sin 1)
   // rotates by -90 degrees to (0, -1); the head (values 0, 1) is untouched.

@@ -1,7 +1,8 @@
 // dsv4-replay's compact_pages adapter: PyTorch-form page cases (in.k -> got.pages, in.pages ->
 // got.k, layout and page size in __metadata__), hand-computed page bytes, planted mismatches
 // reported at their page, row, data or scale byte and tile, the slot form with its counter, cases
-// that do not fit, and the PyTorch-written golden pages held to the reference byte for byte.
+// that do not fit (the declared case layout naming what no form reads), and the PyTorch-written
+// golden pages held to the reference byte for byte.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -166,6 +167,61 @@ TEST_F(CompactPagesAdapter, CasesThatDoNotFitExitTwo) {
   r = replay(d, "pages_shape");
   EXPECT_EQ(r.exit_code, 2) << r.report;
   EXPECT_THAT(r.report, HasSubstr("in.pages"));
+}
+
+// The declared case layout is the reader and the --list description: every form and the
+// metadata fallback are described, and what no form reads is refused, named (exit 2).
+TEST_F(CompactPagesAdapter, DeclaredInputsDescribeEveryFormAndNameWhatDoesNotFit) {
+  const Family* f = find_family("compact_pages");
+  ASSERT_NE(f, nullptr);
+  for (const char* part :
+       {"in.layout I32 (0 v41, 1 v41_fp4, 2 v4, 3 v4_fnuz; or __metadata__ dsv4.layout)",
+        "in.page_size I64 (or __metadata__ dsv4.page_size)", "optional in.src BF16[T, S]",
+        "optional in.out BF16|F32[T, S]", "optional in.pool U8[num_pages, page_bytes]",
+        "optional in.k BF16[num_pages, P, 512]", "optional in.pages U8[num_pages, page_bytes]"})
+    EXPECT_THAT(f->summary, HasSubstr(part));
+
+  auto refused = [&](fx::Case c, const std::string& name, const std::string& why) {
+    if (c.got.empty()) c.got["errors"] = st::Tensor::scalar<int64_t>(0);
+    const Result r = replay(std::move(c), name);
+    EXPECT_EQ(r.exit_code, 2) << name << "\n" << r.report;
+    EXPECT_THAT(r.report, HasSubstr(why)) << name;
+  };
+  fx::Case c = pages_case("v41", 7);
+  c.inputs["bogus"] = st::Tensor::scalar<int32_t>(1);
+  refused(c, "unknown", "'in.bogus' field 'name': the compact_pages case layout reads no such");
+  c = pages_case("v41", 7);
+  c.inputs["pool"] = st::Tensor::of<uint8_t>({2, 4096}, std::vector<uint8_t>(8192));
+  refused(c, "two_forms", "'in.pool' field 'name': a case with in.k reads no in.pool");
+  c = pages_case("v41", 7);
+  c.inputs["slots"] = st::Tensor::of(std::vector<int64_t>{0, 1, 2});
+  refused(c, "page_slots", "in.slots");
+
+  // The slot forms: sizes that disagree, an output dtype neither form writes, a quantise option
+  // on a dequantise case.
+  fx::Case d;
+  d.family = "compact_pages";
+  d.inputs["layout"] = st::Tensor::scalar<int32_t>(0);
+  d.inputs["page_size"] = st::Tensor::scalar<int64_t>(7);
+  d.inputs["pool"] = st::Tensor::of<uint8_t>({1, 4096}, std::vector<uint8_t>(4096));
+  d.inputs["slots"] = st::Tensor::of(std::vector<int64_t>{0, 1, 2});
+  d.inputs["out"] = st::Tensor::of<bf16>({3, 512}, std::vector<bf16>(3 * 512));
+  d.got = reference(d);
+  EXPECT_EQ(replay(d, "deq_ok").exit_code, 0);
+  fx::Case bad = d;
+  bad.inputs["out"] = fx::filled(st::DType::F16, {3, 512}, 0);
+  refused(bad, "deq_f16",
+          "'in.out' field 'dtype': F16, the compact_pages case layout reads BF16 "
+          "or F32");
+  bad = d;
+  bad.inputs["slots"] = st::Tensor::of(std::vector<int64_t>{0, 1});
+  refused(bad, "deq_T", "but in.out has T = 3");
+  bad = d;
+  bad.inputs["values_per_lane"] = st::Tensor::scalar<int32_t>(8);
+  refused(bad, "deq_vpl", "a case with in.out reads no in.values_per_lane");
+  bad = d;
+  bad.inputs["src"] = st::Tensor::of<bf16>({3, 512}, std::vector<bf16>(3 * 512));
+  refused(bad, "src_and_out", "a case with in.src reads no in.out");
 }
 
 // The pages PyTorch wrote on the H200 (replay/examples/compact_pages_golden.py), each replayed

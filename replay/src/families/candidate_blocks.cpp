@@ -11,6 +11,7 @@
 #include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/indexer_topk.hpp"
 #include "dsv4/fixtures/generators.hpp"
+#include "dsv4/fixtures/selection.hpp"
 #include "dsv4/kernels/candidate_blocks.hpp"
 #include "dsv4/ref/candidate_blocks.hpp"
 #include "dsv4/ref/indexer_topk.hpp"
@@ -250,8 +251,8 @@ std::vector<int32_t> normalise_blocks(std::vector<int32_t> blocks, size_t nb,
     if (!why.empty()) {
       // a value that is neither a block nor a pad value: no normalising hides it
     } else if (spec.name == "blocks") {
-      why = judge_selection(bscore.data(), int64_t(n), nb, block_candidate, not_nan_block, true,
-                            false, &g[b * W], W, nullptr);
+      why = fx::judge_selection(bscore.data(), int64_t(n), nb, block_candidate, not_nan_block, true,
+                                false, &g[b * W], W, nullptr);
     } else {
       // The chosen blocks: those above the block cut-off, and of the tied ones at the cut-off
       // those the keys name first, then the lowest-numbered (a tie SGLang may break either way).
@@ -284,7 +285,7 @@ std::vector<int32_t> normalise_blocks(std::vector<int32_t> blocks, size_t nb,
         for (size_t j = 0; j < n; ++j)
           if (std::isnan(bscore[j])) chosen[j] = 0;  // a NaN block yields nothing
       }
-      why = judge_selection(
+      why = fx::judge_selection(
           row.data(), int64_t(len), size_t(shape_.K),
           [&](int64_t i) { return chosen[size_t(i) / bs] && topk::eligible(row[size_t(i)]); },
           [&](int64_t i) { return !std::isnan(row[size_t(i)]); }, true, false, &g[b * W], W,

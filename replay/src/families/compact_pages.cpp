@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <sstream>
+#include <vector>
 
 #include "dsv4/kernels/compact_pages.hpp"
 #include "dsv4/ref/compact_pages.hpp"
@@ -171,7 +173,7 @@ std::string describe_pool_byte(KvLayout l, int64_t page_size, uint64_t offset) {
   return os.str();
 }
 
-fx::Tensors with_case_metadata(const fx::Case& c) {
+fx::Tensors CompactPagesCase::file_inputs(const fx::Case& c) {
   fx::Tensors in = c.inputs;
   auto meta = [&](const char* key) -> const std::string* {
     const auto it = c.metadata.find(key);
@@ -196,18 +198,20 @@ fx::Tensors with_case_metadata(const fx::Case& c) {
       in["page_size"] = st::Tensor::scalar<int64_t>(int64_t(v));
     }
   }
-  // The whole-page form: slot s is row s; the kernel's counter gets a scratch input.
-  if ((in.count("k") || in.count("pages")) && !in.count("slots")) {
+  // The page forms: slot s is row s; the kernel's counter gets a scratch input.
+  if (in.count("k") || in.count("pages")) {
     const st::Tensor& t = in.count("k") ? in.at("k") : in.at("pages");
-    const uint64_t n = in.count("k") ? t.numel() / 512 : 0;
-    if (in.count("k")) {
-      in["slots"] = st::Tensor::of<int64_t>(iota(size_t(n)));
-    } else if (in.count("page_size") && t.shape.size() == 2) {
+    if (in.count("slots")) {
+      // as the file has them
+    } else if (in.count("k")) {
+      in["slots"] = st::Tensor::of<int64_t>(iota(size_t(t.numel() / 512)));
+    } else if (in.count("page_size") && in.at("page_size").dtype == st::DType::I64 &&
+               t.shape.size() == 2) {
       const int64_t p = in.at("page_size").item<int64_t>("in.page_size");
       in["slots"] =
           st::Tensor::of<int64_t>(iota(size_t(t.shape[0]) * size_t(std::max<int64_t>(p, 0))));
     }
-    in["counter"] = st::Tensor::scalar<int64_t>(0);
+    if (!in.count("counter")) in["counter"] = st::Tensor::scalar<int64_t>(0);
   }
   return in;
 }
@@ -243,6 +247,8 @@ std::vector<fx::NamedSweep<CompactPagesShape>> CompactPagesCase::sweeps() {
 
 CompactPagesCase::CompactPagesCase(const fx::Tensors& in, const CompactPagesShape& stated)
     : ShapedCase(stated) {
+  // Presence, dtypes, ranks and agreeing sizes: declared_inputs(), checked before a case file
+  // reaches here. What follows from values: the layout, the page size, the forms.
   CompactPagesShape& s = shape_;
   const int32_t l = input(in, "layout").item<int32_t>("in.layout");
   if (!kv_layout_valid(l))
@@ -253,20 +259,35 @@ CompactPagesCase::CompactPagesCase(const fx::Tensors& in, const CompactPagesShap
   if (s.page_size < 1)
     throw st::FormatError("compact_pages", "in.page_size", "value",
                           std::to_string(s.page_size) + " is below 1");
-  const uint64_t pb = uint64_t(page_layout(s.layout).page_bytes(s.page_size));
+  const uint64_t pb = page_bytes(s);
   auto pages_of = [&](const char* name) {
     const st::Tensor& t = input(in, name);
-    t.expect_dtype(st::DType::U8, std::string("in.") + name);
     if (t.shape.size() != 2 || t.shape[1] != pb)
       t.throw_shape(std::string("in.") + name, "[num_pages, " + std::to_string(pb) + "]");
     return int64_t(t.shape[0]);
   };
-  if (in.count("k") || in.count("pages")) {  // the whole-page form
+  // The form: the first of k, pages, src, out present; none of the others' inputs may be.
+  const char* form = in.count("k")       ? "k"
+                     : in.count("pages") ? "pages"
+                     : in.count("src")   ? "src"
+                                         : "out";
+  static const std::map<std::string, std::vector<std::string>> kForeign = {
+      {"k", {"pages", "src", "pool", "out"}},
+      {"pages", {"src", "pool", "out", "values_per_lane"}},
+      {"src", {"out"}},
+      {"out", {"values_per_lane"}}};
+  for (const std::string& other : kForeign.at(form))
+    if (in.count(form) && in.count(other))
+      throw st::FormatError("compact_pages", "in." + other, "name",
+                            std::string("a case with in.") + form + " reads no in." + other);
+  if (in.count("variant")) s.variant = input(in, "variant").item<int32_t>("in.variant");
+  if (in.count("values_per_lane"))
+    s.values_per_lane = input(in, "values_per_lane").item<int32_t>("in.values_per_lane");
+  if (form == std::string("k") || form == std::string("pages")) {  // the whole-page form
     s.whole_pages = true;
     if (in.count("k")) {
       const st::Tensor& k = input(in, "k");
-      k.expect_dtype(st::DType::BF16, "in.k");
-      if (k.shape.size() != 3 || k.shape[1] != uint64_t(s.page_size) || k.shape[2] != 512)
+      if (k.shape[1] != uint64_t(s.page_size))
         k.throw_shape("in.k", "[num_pages, " + std::to_string(s.page_size) + ", 512]");
       s.op = CompactOp::kQuantize;
       s.num_pages = int64_t(k.shape[0]);
@@ -275,29 +296,22 @@ CompactPagesCase::CompactPagesCase(const fx::Tensors& in, const CompactPagesShap
       s.num_pages = pages_of("pages");
     }
     s.T = s.num_pages * s.page_size;
+    for (const char* name : {"slots", "counter"})
+      if (!in.count(name))
+        throw st::FormatError("compact_pages", std::string("in.") + name, "missing",
+                              "the page forms' implicit input (file_inputs adds it)");
+    const st::Tensor& slots = input(in, "slots");
+    if (slots.shape[0] != uint64_t(s.T))
+      slots.throw_shape("in.slots", "[" + std::to_string(s.T) + "] (num_pages * P)");
     return;
   }
   s.num_pages = pages_of("pool");
-  const st::Tensor& slots = input(in, "slots");
-  slots.expect_dtype(st::DType::I64, "in.slots");
-  if (slots.shape.size() != 1) slots.throw_shape("in.slots", "[T]");
-  s.T = int64_t(slots.shape[0]);
-  const bool quant = in.count("src") != 0;
-  const st::Tensor& rows = input(in, quant ? "src" : "out");
-  if (rows.shape.size() != 2 || rows.shape[0] != uint64_t(s.T))
-    rows.throw_shape(quant ? "in.src" : "in.out", "[" + std::to_string(s.T) + ", stride]");
+  s.T = int64_t(input(in, "slots").shape[0]);
+  const st::Tensor& rows = input(in, form);  // [T, stride]: T agrees with in.slots
   s.stride = int64_t(rows.shape[1]) == kTokenValues ? 0 : int64_t(rows.shape[1]);
-  if (quant) {
-    rows.expect_dtype(st::DType::BF16, "in.src");
-    s.op = CompactOp::kQuantize;
-    if (in.count("values_per_lane"))
-      s.values_per_lane = input(in, "values_per_lane").item<int32_t>("in.values_per_lane");
-    if (in.count("variant")) s.variant = input(in, "variant").item<int32_t>("in.variant");
-  } else {
-    s.op = rows.dtype == st::DType::F32 ? CompactOp::kDequantizeF32 : CompactOp::kDequantizeBf16;
-    if (rows.dtype != st::DType::F32) rows.expect_dtype(st::DType::BF16, "in.out");
-    if (in.count("variant")) s.variant = input(in, "variant").item<int32_t>("in.variant");
-  }
+  s.op = form == std::string("src")     ? CompactOp::kQuantize
+         : rows.dtype == st::DType::F32 ? CompactOp::kDequantizeF32
+                                        : CompactOp::kDequantizeBf16;
 }
 
 fx::Tensors CompactPagesCase::draw(fx::Rng& rng) const {
@@ -445,37 +459,29 @@ void CompactPagesCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
   return r;
 }
 
-}  // namespace dsv4::cases
-
-namespace {
-
-// The family: the kernel case, with a case file's __metadata__ (dsv4.layout, dsv4.page_size)
-// read as inputs, and the whole-page form's implicit slots (and error counter) supplied.
-::dsv4::replay::Family compact_pages_family() {
-  using ::dsv4::fx::Case;
-  auto f = ::dsv4::replay::kernel_case_family(
-      "compact_pages",
-      "in.layout I32 (0 v41, 1 v41_fp4, 2 v4, 3 v4_fnuz) and in.page_size I64, or __metadata__ "
-      "dsv4.layout / dsv4.page_size; quantise: in.src BF16[T, S], in.slots I64[T], in.pool "
-      "U8[num_pages, page_bytes] (before), optional in.values_per_lane, in.variant I32 -> pool, "
-      "errors I64; "
-      "or in.k BF16[num_pages, P, 512] -> pages U8[num_pages, page_bytes]; dequantise: in.pool, "
-      "in.slots, in.out BF16|F32[T, S] (before), optional in.variant I32 -> out, errors; or "
-      "in.pages -> k BF16[num_pages, "
-      "P, 512]. Bitwise; a page mismatch names page, row, data or scale byte and tile",
-      [](const ::dsv4::fx::Tensors& in) -> std::unique_ptr<::dsv4::fx::KernelCase> {
-        return std::make_unique<::dsv4::cases::CompactPagesCase>(in);
-      });
-  // The factory reads the metadata as inputs, and the shape the file states.
-  f.make = [](const Case& c) {
-    ::dsv4::fx::Tensors in = ::dsv4::cases::with_case_metadata(c);
-    auto k = ::dsv4::replay::case_of_file<::dsv4::cases::CompactPagesCase>(c, in, "compact_pages");
-    return ::dsv4::replay::Family::Bound{std::move(k), std::move(in)};
-  };
-  f.drawing = ::dsv4::replay::drawing_of<::dsv4::cases::CompactPagesCase>("compact_pages");
-  return f;
+InputDecls CompactPagesCase::declared_inputs() {
+  using st::DType;
+  return {{"layout",
+           DType::I32,
+           {},
+           false,
+           "0 v41, 1 v41_fp4, 2 v4, 3 v4_fnuz; or __metadata__ dsv4.layout"},
+          {"page_size", DType::I64, {}, false, "or __metadata__ dsv4.page_size"},
+          {"src", DType::BF16, {"T", "S"}, true, "quantise"},
+          {"out", DType::BF16, {"T", "S"}, true, "dequantise: the output before", {DType::F32}},
+          {"pool", DType::U8, {"num_pages", "page_bytes"}, true, "with src or out: the pool"},
+          {"slots", DType::I64, {"T"}, true, "with src or out; the page forms: 0..T-1"},
+          {"k", DType::BF16, {"num_pages", "P", "512"}, true, "quantise whole pages"},
+          {"pages", DType::U8, {"num_pages", "page_bytes"}, true, "dequantise whole pages"},
+          {"counter", DType::I64, {}, true, "the page forms: 0"},
+          {"values_per_lane", DType::I32, {}, true, "quantise"},
+          {"variant", DType::I32, {}, true}};
 }
 
-}  // namespace
+}  // namespace dsv4::cases
 
-DSV4_REPLAY_FAMILY(compact_pages_family())
+DSV4_DECLARED_FAMILY("compact_pages", ::dsv4::cases::CompactPagesCase,
+                     "src, pool, slots: pool, errors I64; out, pool, slots: out, errors; k: pages "
+                     "U8[num_pages, page_bytes]; pages: k BF16[num_pages, P, 512]. Bitwise; a page "
+                     "mismatch names page, row, data "
+                     "or scale byte and tile")

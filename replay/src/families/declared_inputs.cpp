@@ -9,6 +9,20 @@ namespace {
 
 bool literal(const std::string& d) { return !d.empty() && std::isdigit((unsigned char)d[0]); }
 
+// "BF16", or "BF16|F32" (sep "|") / "BF16 or F32" (sep " or ").
+std::string dtypes_str(const InputDecl& d, const std::string& sep) {
+  std::string s = st::dtype_name(d.dtype);
+  for (st::DType t : d.also) s += sep + st::dtype_name(t);
+  return s;
+}
+
+bool dtype_ok(const InputDecl& d, st::DType t) {
+  if (t == d.dtype) return true;
+  for (st::DType a : d.also)
+    if (t == a) return true;
+  return false;
+}
+
 std::string dims_str(const std::vector<std::string>& dims) {
   std::string s;
   for (const auto& d : dims) s += (s.empty() ? "" : ", ") + d;
@@ -22,7 +36,7 @@ std::string describe(const InputDecls& decls) {
   for (const InputDecl& d : decls) {
     s += s.empty() ? "" : ", ";
     if (d.optional) s += "optional ";
-    s += "in." + d.name + " " + st::dtype_name(d.dtype);
+    s += "in." + d.name + " " + dtypes_str(d, "|");
     if (d.dims.size() == 1 && d.dims[0] == "...")
       s += "[any shape]";
     else if (!d.dims.empty())
@@ -44,10 +58,10 @@ void check_inputs(const InputDecls& decls, const fx::Tensors& in, const std::str
                             "the " + family + " case layout needs it: " + describe({d}));
     }
     const st::Tensor& t = it->second;
-    if (t.dtype != d.dtype)
+    if (!dtype_ok(d, t.dtype))
       throw st::FormatError("case", tname, "dtype",
                             std::string(st::dtype_name(t.dtype)) + ", the " + family +
-                                " case layout reads " + st::dtype_name(d.dtype));
+                                " case layout reads " + dtypes_str(d, " or "));
     if (d.dims.size() == 1 && d.dims[0] == "...") continue;  // any shape
     if (t.shape.size() != d.dims.size())
       throw st::FormatError("case", tname, "shape",

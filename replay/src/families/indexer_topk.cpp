@@ -10,6 +10,7 @@
 
 #include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/fixtures/generators.hpp"
+#include "dsv4/fixtures/selection.hpp"
 #include "dsv4/kernels/indexer_topk.hpp"
 #include "dsv4/ref/indexer_topk.hpp"
 #include "dsv4/replay/replay.hpp"
@@ -297,89 +298,11 @@ std::string IndexerTopkCase::cannot_run() const {
   return wave_cannot_run(shape_.wave, kern::wave_supported(shape_.wave));
 }
 
-std::string judge_selection(const float* row, int64_t len, size_t n,
-                            const std::function<bool(int64_t)>& candidate,
-                            const std::function<bool(int64_t)>& survives, bool sorted,
-                            bool minus_one_anywhere, const int32_t* got, size_t K,
-                            const int32_t* order) {
-  std::vector<uint32_t> keys;
-  for (int64_t i = 0; i < len; ++i)
-    if (candidate(i)) keys.push_back(ref::order_key(row[i]));
-  n = std::min(n, keys.size());
-  uint32_t cut = 0;
-  if (n > 0) {
-    std::nth_element(keys.begin(), keys.begin() + ptrdiff_t(n - 1), keys.end(), std::greater<>());
-    cut = keys[n - 1];
-  }
-  size_t above = 0, above_kept = 0;
-  bool cut_survives = true;
-  for (int64_t i = 0; i < len; ++i) {
-    if (!candidate(i)) continue;
-    const uint32_t k = ref::order_key(row[i]);
-    if (k > cut) ++above, above_kept += survives(i);
-    if (k == cut) cut_survives = survives(i);  // tied keys are equal bits
-  }
-  const size_t want = above_kept + (cut_survives && n > above ? n - above : 0);
-  std::ostringstream why;
-  std::vector<char> seen(size_t(std::max<int64_t>(len, 0)), 0);
-  size_t valid = 0;
-  bool minus_one = false;
-  int64_t prev = -1;
-  for (size_t j = 0; j < K; ++j) {
-    const int32_t v = got[j];
-    if (v == -1) {
-      minus_one = true;
-      continue;
-    }
-    if (v < 0 || v >= len) {
-      why << "entry " << j << " = " << v << " lies outside [0, " << len << ")";
-      return why.str();
-    }
-    if (seen[size_t(v)]++) {
-      why << "index " << v << " appears twice";
-      return why.str();
-    }
-    ++valid;
-    if (!candidate(v)) {
-      why << "index " << v << " (score " << row[v] << ") is never selected by this rule";
-      return why.str();
-    }
-    if (n == 0 || ref::order_key(row[v]) < cut) {
-      why << "index " << v << " scores " << row[v] << ", below the cut-off";
-      return why.str();
-    }
-    if (!survives(v)) {
-      why << "index " << v << " scores " << row[v] << ", which the rule turns into -1";
-      return why.str();
-    }
-    if (minus_one && !minus_one_anywhere) {
-      why << "a -1 before the selection at entry " << j;
-      return why.str();
-    }
-    const int64_t o = order ? order[j] : v;
-    if (sorted && prev >= 0 && o <= prev) {
-      why << "entry " << j << " (" << o << ") does not ascend from " << prev;
-      return why.str();
-    }
-    prev = o;
-  }
-  for (int64_t i = 0; i < len; ++i)
-    if (candidate(i) && survives(i) && ref::order_key(row[i]) > cut && !seen[size_t(i)]) {
-      why << "index " << i << " scores " << row[i] << ", above the cut-off, and is missing";
-      return why.str();
-    }
-  if (valid != want) {
-    why << valid << " selections, the row needs " << want;
-    return why.str();
-  }
-  return "";
-}
-
 std::string judge_topk_row(const float* row, int64_t len, size_t K, int sel, bool sorted,
                            const int32_t* got, const int32_t* order) {
   const bool masked = sel == int(ref::Select::kSglangMasked);
   const bool trivial = len <= int64_t(K);
-  return judge_selection(
+  return fx::judge_selection(
       row, len, trivial ? size_t(std::max<int64_t>(len, 0)) : K,
       [&](int64_t i) { return trivial || sel != 0 || ref::eligible(row[i]); },
       [&](int64_t i) { return !masked || row[i] > -INFINITY; }, sorted, masked, got, K, order);
@@ -434,58 +357,14 @@ std::string judge_topk_row(const float* row, int64_t len, size_t K, int sel, boo
            << " rule allows (tied indices at the cut-off accepted)";
 }
 
-::testing::AssertionResult same_rows_as_sets(const std::vector<int32_t>& got,
-                                             const std::vector<int32_t>& want, size_t rows,
-                                             size_t K, const std::string& name,
-                                             bool minus_one_anywhere) {
-  if (got.size() != rows * K || want.size() != rows * K)
-    return ::testing::AssertionFailure()
-           << name << ": sizes " << got.size() << " and " << want.size() << ", want " << rows * K;
-  auto canon = [K](std::vector<int32_t> v, size_t r) {
-    std::vector<int32_t> row(v.begin() + ptrdiff_t(r * K), v.begin() + ptrdiff_t((r + 1) * K));
-    std::sort(row.begin(), row.end(),
-              [](int32_t a, int32_t b) { return (a < 0) != (b < 0) ? b < 0 : a < b; });
-    return row;
-  };
-  auto r = ::testing::AssertionFailure();
-  size_t bad = 0;
-  fx::Comparison rep{.name = name, .comparator = "rows_as_sets", .checked = rows};
-  for (size_t row = 0; row < rows; ++row) {
-    const auto g = canon(got, row), w = canon(want, row);
-    bool tail_ok = true;  // -1 last, unless the mask step put them in place
-    for (size_t j = 1; j < K && !minus_one_anywhere; ++j)
-      tail_ok &= !(got[row * K + j - 1] < 0 && got[row * K + j] >= 0);
-    if (g == w && tail_ok) continue;
-    if (bad++ < 4) {
-      r << name << " row " << row << ": ";
-      if (!tail_ok) r << "a -1 before a selection; ";
-      for (size_t j = 0; j < K; ++j)
-        if (g[j] != w[j]) {
-          r << "sorted entry " << j << " got " << g[j] << " want " << w[j] << "\n";
-          if (rep.first.size() < 8)
-            rep.first.push_back({{row}, fx::Value::of_double(g[j]), fx::Value::of_double(w[j])});
-          break;
-        }
-      if (!tail_ok && rep.first.size() < 8)
-        rep.first.push_back(
-            {{row}, fx::Value::of_text("a -1 before a selection"), fx::Value::of_text("-1 last")});
-    }
-  }
-  rep.ok = bad == 0;
-  rep.mismatched = bad;
-  fx::report_comparison(rep);
-  if (!bad) return ::testing::AssertionSuccess();
-  return r << name << ": " << bad << " of " << rows << " rows differ as sets";
-}
-
 ::testing::AssertionResult IndexerTopkCase::compare(const fx::OutputSpec& spec,
                                                     const st::Tensor& got, const st::Tensor& want,
                                                     const fx::Tensors& in) const {
   if (shape_.sorted || got.shape != want.shape || got.dtype != st::DType::I32)
     return fx::bitwise_tensors(got, want, spec.name);
-  return same_rows_as_sets(got.values<int32_t>(), want.values<int32_t>(), size_t(got.shape[0]),
-                           size_t(got.shape[1]), spec.name,
-                           shape_.select == int(ref::Select::kSglangMasked));
+  return fx::same_rows_as_sets(got.values<int32_t>(), want.values<int32_t>(), size_t(got.shape[0]),
+                               size_t(got.shape[1]), spec.name,
+                               shape_.select == int(ref::Select::kSglangMasked));
 }
 
 InputDecls IndexerTopkCase::declared_inputs() {

@@ -116,6 +116,12 @@ struct OutputsF64 {
 };
 OutputsF64 combine_f64(const Inputs& in);
 
+// The inverse RoPE of combine_f64 (and of the sparse_decode reference's fp64 output): the last
+// `rope_dim` values of `out` [D] rotated back by one position's (cos, sin) pairs `cs` [rope_dim],
+// for each pair (x0, x1) with c = cs[2i], s = cs[2i+1]: x0 * c + x1 * s, x1 * c - x0 * s, in fp64
+// with nothing rounded. rope_dim is even and <= D (the callers check it).
+void inverse_rope_f64(const float* cs, size_t rope_dim, double* out, size_t D);
+
 // Stated agreement of combine_f32 with combine_f64, for partial values of order one and any S the
 // kernel takes (the GPU sweep reaches S = 300):
 // out: |got - want| <= kOutAtolOfMax * max|want of the case| + kOutRtol * |want|;

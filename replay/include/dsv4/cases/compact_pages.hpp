@@ -3,17 +3,22 @@
 // kernels, shared by the GPU test, dsv4-replay and the bench.
 #pragma once
 
-// Case layout. Every case has in.layout I32 (KvLayout: 0 v41, 1 v41_fp4, 2 v4, 3 v4_fnuz) and
-// in.page_size I64; a case file may give them instead as __metadata__ dsv4.layout (the layout's
-// name) and dsv4.page_size, as a PyTorch-written file does.
+// Case layout (declared_inputs(): the case-file reader and --list derive from it). Every case has
+// in.layout I32 (KvLayout: 0 v41, 1 v41_fp4, 2 v4, 3 v4_fnuz) and in.page_size I64; a case file
+// may give them instead as __metadata__ dsv4.layout (the layout's name) and dsv4.page_size, as a
+// PyTorch-written file does (file_inputs()). One of four forms, whose inputs do not mix:
 //   Quantise, slots:  in.src BF16 [T, S], in.slots I64 [T], in.pool U8 [num_pages, page_bytes]
 //                     (the pool before), optional in.values_per_lane I32 -> pool (in place),
 //                     errors I64 (rejected rows).
-//   Quantise, pages:  in.k BF16 [num_pages, P, 512] -> pages U8 [num_pages, page_bytes] from
-//                     zeroed pages, slot s = row s of k (SGLang's torch references' form).
+//   Quantise, pages:  in.k BF16 [num_pages, P, 512], optional in.values_per_lane -> pages U8
+//                     [num_pages, page_bytes] from zeroed pages, slot s = row s of k (SGLang's
+//                     torch references' form).
 //   Dequantise, slots: in.pool U8 [num_pages, page_bytes], in.slots I64 [T], in.out BF16 or F32
 //                     [T, S] (the output before) -> out (in place), errors I64.
 //   Dequantise, pages: in.pages U8 [num_pages, page_bytes] -> k BF16 [num_pages, P, 512].
+// Every form takes an optional in.variant I32 (the kernel variant). The page forms' in.slots
+// (0..n-1, n = num_pages * P) and in.counter I64 (0, the kernel's error count) are implicit: a
+// case file may hold them (a drawn one does) or leave them out.
 // Every output is compared bit for bit; a page mismatch names its first differing byte as page,
 // row, data or scale byte and tile (or padding).
 
@@ -21,6 +26,7 @@
 #include <string>
 
 #include "dsv4/cases/bench_rows.hpp"
+#include "dsv4/cases/declared_inputs.hpp"
 #include "dsv4/cases/shaped_case.hpp"
 #include "dsv4/fixtures/case_sweep.hpp"
 #include "dsv4/fixtures/generators.hpp"
@@ -61,10 +67,17 @@ std::vector<fx::Sweep<CompactPagesShape>> compact_pages_soak_sweep();
 class CompactPagesCase : public ShapedCase<CompactPagesShape> {
  public:
   explicit CompactPagesCase(CompactPagesShape shape);
-  // From a case file's inputs (checked; throws st::FormatError or std::invalid_argument).
-  // Starts from the shape the file states.
+  // From a case file's inputs (file_inputs(), checked against declared_inputs() first; throws
+  // st::FormatError for what the declaration cannot state: a layout or page size out of range,
+  // rows of a page that do not fit them, inputs of two forms). Starts from the shape the file
+  // states.
   explicit CompactPagesCase(const fx::Tensors& in, const CompactPagesShape& stated = {});
   static std::vector<fx::NamedSweep<CompactPagesShape>> sweeps();
+  // The case layout, declared once.
+  static InputDecls declared_inputs();
+  // A case file's inputs with in.layout / in.page_size taken from its __metadata__ (dsv4.layout,
+  // dsv4.page_size) when absent, and the page forms' implicit in.slots and in.counter added.
+  static fx::Tensors file_inputs(const fx::Case& c);
   // dsv4-bench's rows and a launch's work (compact_pages_bench.cpp).
   static std::vector<BenchRow> bench_rows();
   fx::Work work(const fx::Tensors& in, const fx::Tensors& want) const override;
@@ -81,10 +94,6 @@ class CompactPagesCase : public ShapedCase<CompactPagesShape> {
 // Where byte `offset` of a pool lies: "page 2, row 5, data byte 40 (tile 1)", "page 0, row 3,
 // scale byte 7 (tile 7)", "page 1, v4 pad byte of row 4", "page 1, padding byte 12".
 std::string describe_pool_byte(KvLayout l, int64_t page_size, uint64_t offset);
-
-// The case's inputs with in.layout / in.page_size taken from a case file's __metadata__
-// (dsv4.layout, dsv4.page_size) when absent, and the pages form's implicit in.slots (0..n-1).
-fx::Tensors with_case_metadata(const fx::Case& c);
 
 // Rows whose tiles follow SGLang's hostile rules: ordinary tiles at scales across bf16's range,
 // and about one tile in four all zeros (signed), below the layout's floor, holding a NaN, +-inf,

@@ -6,7 +6,9 @@
 // with dsv4-replay, whose --list prints describe(declared_inputs()) and whose factory runs
 // check_inputs() on a case file's in.* before the adapter's constructor sees them: a missing
 // input, a wrong dtype or rank, sizes that disagree (a dim named twice must have one value), or an
-// input the family does not read, each named (st::FormatError, exit 2).
+// input the family does not read, each named (st::FormatError, exit 2). Checks a declaration
+// cannot state (a value's range, a size that follows from another input's value) stay the
+// adapter's.
 
 #include <string>
 #include <vector>
@@ -23,7 +25,8 @@ struct InputDecl {
   std::vector<std::string> dims;  // symbolic ("B", "K") or literal ("512"); {} a scalar;
                                   // {"..."} any shape
   bool optional = false;
-  std::string note = {};  // e.g. "0 dsv4, 1 sglang"
+  std::string note = {};             // e.g. "0 dsv4, 1 sglang"
+  std::vector<st::DType> also = {};  // other dtypes it may have ("BF16|F32")
 };
 using InputDecls = std::vector<InputDecl>;
 

@@ -16,7 +16,6 @@
 // last (anywhere under the mask step).
 
 #include <cstdint>
-#include <functional>
 #include <string>
 
 #include "dsv4/cases/bench_rows.hpp"
@@ -89,30 +88,13 @@ class IndexerTopkCase : public ShapedCase<IndexerTopkShape>, public Foreign {
 // `len` (clamped to [0, width]) under selection `sel`: "" when it is a selection the convention
 // allows (any tied index at the cut-off), else why not. `sorted`: the selections must ascend by
 // `order` (got itself when null), -1 last; unsorted, -1 last. Under kSglangMasked -1 may stand
-// anywhere. Shared by indexer_topk and candidate_blocks.
+// anywhere (fx::judge_selection under the indexer's rule).
 std::string judge_topk_row(const float* row, int64_t len, size_t K, int sel, bool sorted,
                            const int32_t* got, const int32_t* order = nullptr);
-
-// The general judgement behind it: the items i < len with candidate(i) are ranked by their
-// order key; a selection holds the top n of them (ties at the cut-off: any), and those without
-// survives(i) become -1. `got` [K] must hold exactly the surviving selected items, sorted by
-// `order` (got when null) when `sorted`, the -1s last unless `minus_one_anywhere`.
-std::string judge_selection(const float* row, int64_t len, size_t n,
-                            const std::function<bool(int64_t)>& candidate,
-                            const std::function<bool(int64_t)>& survives, bool sorted,
-                            bool minus_one_anywhere, const int32_t* got, size_t K,
-                            const int32_t* order);
 
 // Why this device cannot run a sort of logical wave width W ("" when it can; W = 0 means the
 // device's own); `built`: whether the family's kernels exist for W in this build. Shared by the
 // top-k families (indexer_topk, candidate_blocks).
 std::string wave_cannot_run(int W, bool built);
-
-// Per-row set equality of [rows, K] index lists with every -1 after the selections, in `got`
-// (anywhere with `minus_one_anywhere`: SGLang's mask step).
-::testing::AssertionResult same_rows_as_sets(const std::vector<int32_t>& got,
-                                             const std::vector<int32_t>& want, size_t rows,
-                                             size_t K, const std::string& name,
-                                             bool minus_one_anywhere = false);
 
 }  // namespace dsv4::cases

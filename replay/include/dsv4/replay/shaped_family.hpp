@@ -9,7 +9,9 @@
 //   static Shape Shape::from_vars(fx::VarsReader&)   the inverse of Shape::vars()
 //   static std::vector<fx::NamedSweep<Shape>> sweeps()   the GPU test's named sweeps
 //   static std::vector<cases::BenchRow> bench_rows()     optional: dsv4-bench's rows
-// and, for shaped_family, static cases::InputDecls declared_inputs().
+// and, for shaped_family, static cases::InputDecls declared_inputs(), and optionally
+//   static fx::Tensors file_inputs(const fx::Case&)  the inputs a case file stands for (its
+//                                             __metadata__ read as inputs, implicit ones added)
 
 #include <memory>
 #include <set>
@@ -75,6 +77,16 @@ Family::Drawing drawing_of(const std::string& family) {
   return d;
 }
 
+// The inputs a case file stands for: CaseClass::file_inputs(c) where the adapter defines it,
+// else the file's in.* as written.
+template <class CaseClass>
+fx::Tensors file_inputs(const fx::Case& c) {
+  if constexpr (requires { CaseClass::file_inputs(c); })
+    return CaseClass::file_inputs(c);
+  else
+    return c.inputs;
+}
+
 // The family of a shaped adapter whose inputs are declared (cases::InputDecls).
 template <class CaseClass>
 Family shaped_family(const std::string& name, const std::string& outputs) {
@@ -82,8 +94,10 @@ Family shaped_family(const std::string& name, const std::string& outputs) {
   f.name = name;
   f.summary = cases::describe(CaseClass::declared_inputs()) + " -> " + outputs;
   f.make = [name](const fx::Case& c) {
-    cases::check_inputs(CaseClass::declared_inputs(), c.inputs, name);
-    return Family::Bound{case_of_file<CaseClass>(c, c.inputs, name), c.inputs};
+    fx::Tensors in = file_inputs<CaseClass>(c);
+    cases::check_inputs(CaseClass::declared_inputs(), in, name);
+    auto k = case_of_file<CaseClass>(c, in, name);
+    return Family::Bound{std::move(k), std::move(in)};
   };
   f.drawing = drawing_of<CaseClass>(name);
   return f;
