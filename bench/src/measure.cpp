@@ -91,18 +91,9 @@ Measured measure(const Prepared& p, const Peers& peers, gpu::Stream s, const Mea
     first.set_seed(p.seed);
     first.reset_outputs();
     first.launch();
-    const fx::Tensors got = first.download();
-    std::string wrong;
-    for (const fx::OutputSpec& spec : first.specs()) {
-      const auto w = p.want.find(spec.name);
-      if (w == p.want.end()) {
-        wrong += "the reference gives no output '" + spec.name + "'. ";
-        continue;
-      }
-      if (const auto r = p.k->compare(spec, got.at(spec.name), w->second, p.in); !r)
-        wrong += "out." + spec.name + ": " + std::string(r.message()).substr(0, 400) + " ";
-    }
-    if (const auto g = first.guards_intact(); !g) wrong += std::string(g.message()) + " ";
+    fx::Tensors got;
+    const ::testing::AssertionResult checked = first.check_outputs(p.want, &got);
+    const std::string wrong = checked ? "" : std::string(checked.message()).substr(0, 1200) + " ";
     if (!wrong.empty()) {
       m.wrong = true;
       m.error = "WRONG output, not timed: " + wrong;

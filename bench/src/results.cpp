@@ -130,18 +130,9 @@ std::string verdict_line(const std::vector<Measured>& rows) {
 }
 
 std::vector<std::string> table_header() {
-  return {"shape",
-          "us",
-          "MB moved",
-          "GB/s",
-          "copy GB/s",
-          "of copy",
-          "TFLOP/s",
-          "torch eager us",
-          "torch.compile us",
-          "vs best torch",
-          "target",
-          "verdict"};
+  return {"shape",         "launch",  "us",      "MB moved",       "GB/s",
+          "copy GB/s",     "of copy", "TFLOP/s", "torch eager us", "torch.compile us",
+          "vs best torch", "target",  "verdict"};
 }
 
 std::vector<std::string> table_cells(const Measured& m) {
@@ -153,12 +144,19 @@ std::vector<std::string> table_cells(const Measured& m) {
   }
   const std::string shape = m.planned.row.vars.str() + (m.planned.for_target ? " *" : "");
   if (!m.measured())
-    return {shape,  m.wrong ? "WRONG" : "error",
-            "",     "",
-            "",     "",
-            "",     "",
-            "",     "",
-            target, m.error + (verdict.empty() ? "" : "; " + verdict)};
+    return {shape,
+            m.launch,
+            m.wrong ? "WRONG" : "error",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            target,
+            m.error + (verdict.empty() ? "" : "; " + verdict)};
   const std::optional<double> eager = opt_us(m.peer, "eager"), comp = opt_us(m.peer, "compile"),
                               best = m.peer ? m.peer->best_us() : std::nullopt;
   return {shape,

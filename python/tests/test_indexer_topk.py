@@ -11,6 +11,9 @@ class FakeLive:
     def __init__(self, inp, out):
         self.inp, self.out = inp, out
 
+    def scalar(self, name):  # as LiveCase.scalar: a 0-d input on the host
+        return self.inp[name].item()
+
 
 def case(page_bits=None, K=4):
     scores = torch.tensor([[0.5, 3.0, -1.0, 2.0, 9.0, 1.0, float("nan"), 7.0],

@@ -13,6 +13,9 @@ class FakeLive:
     def __init__(self, inp, out):
         self.inp, self.out = inp, out
 
+    def scalar(self, name):  # as LiveCase.scalar: a 0-d input on the host
+        return self.inp[name].item()
+
 
 def scatter_case(loc, R=6, W=16):
     torch.manual_seed(0)

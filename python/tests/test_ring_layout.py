@@ -11,6 +11,9 @@ class FakeLive:
     def __init__(self, inp, out):
         self.inp, self.out = inp, out
 
+    def scalar(self, name):  # as LiveCase.scalar: a 0-d input on the host
+        return self.inp[name].item()
+
 
 def geometry(ring=6, win=4, n_slots=3):
     return {"ring": torch.tensor(ring), "win": torch.tensor(win), "n_slots": torch.tensor(n_slots)}

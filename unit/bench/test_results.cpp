@@ -120,6 +120,9 @@ TEST(BenchReports, JsonAndMarkdownCarryEveryRow) {
   EXPECT_EQ(j["rows"][0]["targets"][0]["state"], "met");
   EXPECT_TRUE(j["rows"][1]["us"].is_null());
   EXPECT_EQ(j["rows"][1]["wrong"], true);
+  EXPECT_EQ(table_header().size(), table_cells(a).size());
+  EXPECT_EQ(table_header().size(), table_cells(b).size());
+  EXPECT_EQ(table_header()[1], "launch");
   const std::string md = to_markdown(info, {a, b});
   EXPECT_NE(md.find("## kv_store"), std::string::npos) << md;
   EXPECT_NE(md.find("| T=1 |  | 2.50 |"), std::string::npos) << md;
