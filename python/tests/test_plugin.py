@@ -83,12 +83,17 @@ def test_require_with_nothing_collected_is_could_not_run(pytester, tool):
     assert r.ret == 3
 
 
-def test_registered_ops_run_through_dsv4_op_case_with_their_standins(pytester, tool, monkeypatch):
+def subprocess_env(monkeypatch, tool):
+    """A pytest subprocess finds this package and the project's dsv4-replay."""
     import dsv4ci
 
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(dsv4ci.__file__)))
     monkeypatch.setenv("PYTHONPATH", package_root + os.pathsep + os.environ.get("PYTHONPATH", ""))
     monkeypatch.setenv("DSV4_REPLAY", tool)
+
+
+def test_registered_ops_run_through_dsv4_op_case_with_their_standins(pytester, tool, monkeypatch):
+    subprocess_env(monkeypatch, tool)
     pytester.makepyfile(myops=textwrap.dedent("""
         from dsv4ci.ops import Op, register
 
@@ -124,11 +129,7 @@ def test_registered_ops_run_through_dsv4_op_case_with_their_standins(pytester, t
 
 
 def test_an_op_that_cannot_be_captured_skips_its_graph_runs_with_the_reason(pytester, tool, monkeypatch):
-    import dsv4ci
-
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(dsv4ci.__file__)))
-    monkeypatch.setenv("PYTHONPATH", package_root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    monkeypatch.setenv("DSV4_REPLAY", tool)
+    subprocess_env(monkeypatch, tool)
     pytester.makepyfile(hostops=textwrap.dedent("""
         from dsv4ci.ops import Op, register
 

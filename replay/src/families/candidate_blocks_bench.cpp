@@ -4,7 +4,11 @@
 
 namespace dsv4::cases {
 
-IndexerTopkShape indexer_bench_shape(int64_t B, int64_t len, bool sorted);  // indexer_topk_bench
+// indexer_topk_bench.cpp: the indexer's bench shape, and the work of a launch over scored rows
+// (each row's scores up to its length read once, every output written).
+IndexerTopkShape indexer_bench_shape(int64_t B, int64_t len, bool sorted);
+fx::Work scored_rows_work(const fx::Tensors& in, const fx::Tensors& want,
+                          const std::string& family);
 
 std::vector<BenchRow> CandidateBlocksCase::bench_rows() {
   std::vector<BenchRow> rows;
@@ -19,12 +23,7 @@ std::vector<BenchRow> CandidateBlocksCase::bench_rows() {
 
 // The scores of each row's length read once, the blocks and keys written.
 fx::Work CandidateBlocksCase::work(const fx::Tensors& in, const fx::Tensors& want) const {
-  fx::Work w;
-  double read = 0;
-  for (int32_t l : fx::input_of(in, "lens", family()).values<int32_t>("in.lens")) read += l;
-  w.bytes = read * 4;
-  for (const auto& [name, t] : want) w.bytes += double(t.data.size());
-  return w;
+  return scored_rows_work(in, want, family());
 }
 
 }  // namespace dsv4::cases

@@ -20,14 +20,19 @@ std::vector<BenchRow> IndexerTopkCase::bench_rows() {
   return rows;
 }
 
-// The scores of each row's length read once, K indices written (twice with a raw output).
-fx::Work IndexerTopkCase::work(const fx::Tensors& in, const fx::Tensors& want) const {
+fx::Work scored_rows_work(const fx::Tensors& in, const fx::Tensors& want,
+                          const std::string& family) {
   fx::Work w;
   double read = 0;
-  for (int32_t l : fx::input_of(in, "lens", family()).values<int32_t>("in.lens")) read += l;
+  for (int32_t l : fx::input_of(in, "lens", family).values<int32_t>("in.lens")) read += l;
   w.bytes = read * 4;
   for (const auto& [name, t] : want) w.bytes += double(t.data.size());
   return w;
+}
+
+// The scores of each row's length read once, K indices written (twice with a raw output).
+fx::Work IndexerTopkCase::work(const fx::Tensors& in, const fx::Tensors& want) const {
+  return scored_rows_work(in, want, family());
 }
 
 }  // namespace dsv4::cases
