@@ -307,7 +307,7 @@ void parse_kernels(const Reader& r, const json& j, const std::string& p, Suite& 
   const json& cj = j.at("ctest");
   r.keys(cj, cp,
          {"test_preset", "test_dir", "label", "parallel", "slots_per_gpu", "timeout_s", "families",
-          "checks"},
+          "checks", "sglang_source"},
          {"label"});
   s.ctest.test_preset = r.matching(cj, cp, "test_preset", false, name_re(), "a preset name");
   s.ctest.test_dir = r.str(cj, cp, "test_dir", false);
@@ -317,6 +317,7 @@ void parse_kernels(const Reader& r, const json& j, const std::string& p, Suite& 
   s.ctest.parallel = r.integer(cj, cp, "parallel", 1, 1024, false, 1);
   s.ctest.slots_per_gpu = r.integer(cj, cp, "slots_per_gpu", 1, 64, false, 1);
   s.ctest.timeout_s = r.integer(cj, cp, "timeout_s", 1, 7 * 86400, false, 3600);
+  s.ctest.sglang_source = r.boolean(cj, cp, "sglang_source", false);
   // The qualification and each extra step have 30 minutes each (their steps' limits).
   const long steps_s =
       kStepS * ((s.qualify.empty() ? 0 : 1) + static_cast<long>(s.extra_steps.size()));

@@ -75,6 +75,8 @@ struct Ctest {
   int parallel = 1;                   // -j N
   int slots_per_gpu = 1;              // resource spec: tests that may share one GPU
   int timeout_s = 3600;               // the whole ctest run
+  bool sglang_source = false;         // the tests import the night's SGLang checkout
+                                      // (DSV4_SGLANG_SRC), not the image's
   std::vector<std::string> families;  // table rows
   std::vector<std::pair<std::string, std::string>> checks;  // table columns: name -> regex
 };

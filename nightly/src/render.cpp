@@ -1,5 +1,5 @@
-// Renders the reusable workflow (a preflight job, a tools job, a build job per shipped preset, one job
-// per suite or group of suites, a report job with the triage and the verdict), its callers,
+// Renders the reusable workflow (a preflight job, a tools job, a build job per shipped preset, one
+// job per suite or group of suites, a report job with the triage and the verdict), its callers,
 // auto-retry.yml and pr.yml from the templates in nightly/templates/.
 #include "render.hpp"
 
@@ -199,6 +199,7 @@ std::string job_text(const std::string& dir, const Registry& reg,
   v["artifacts"] = reg.nightly.artifact_dir + "/" + s.name;
   v["image"] = s.container.image;
   v["days"] = std::to_string(s.container.days);
+  v["checkout_sglang"] = load_template(dir, "step-checkout-sglang.yml");
   v["not_before"] = s.container.not_before.empty() ? "" : " --not-before " + s.container.not_before;
   v["options"] = s.container.options;
   if (s.kind == Kind::kKernels) {
@@ -225,6 +226,13 @@ std::string job_text(const std::string& dir, const Registry& reg,
                 {"run", substitute(e.run, {{"artifacts", "$GITHUB_WORKSPACE/" + v["artifacts"]},
                                            {"build", "build/" + s.build.preset}})}});
     v["extra_steps"] = extra;
+    // A suite judging the night's SGLang: its checkout (compiled dependencies stay the image's)
+    // is imported by the tests in the container, and the report names its commit.
+    if (!s.ctest.sglang_source) v["checkout_sglang"] = "";
+    v["sglang_env"] = s.ctest.sglang_source
+                          ? "\n          -e DSV4_SGLANG_SRC=\"$DSV4_WORKDIR/sglang\""
+                            " -e DSV4_SGLANG_COMMIT=\"$(git -C sglang rev-parse HEAD)\""
+                          : "";
     return fill(load_template(dir, "job-kernels.yml"), v);
   }
   std::string models;

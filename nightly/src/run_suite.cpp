@@ -124,7 +124,7 @@ int SuiteRun::run() {
                {"started", utc_now()},
                {"steps", json::array()},
                {"failures", json::array()}};
-  if (suite_.kind == Kind::kE2e) manifest_["sglang_commit"] = env_or("DSV4_SGLANG_COMMIT");
+  if (judges_sglang()) manifest_["sglang_commit"] = env_or("DSV4_SGLANG_COMMIT");
   env_ = suite_.env;
   std::string path;
   if (!opt_.build_dir.empty()) {
@@ -201,8 +201,7 @@ std::string SuiteRun::provenance() const {
   };
   std::string s = "Image " + shown("image", "DSV4_IMAGE") + ", digest " +
                   shown("image_digest", "DSV4_IMAGE_DIGEST");
-  if (suite_.kind == Kind::kE2e)
-    s += "; SGLang commit " + shown("sglang_commit", "DSV4_SGLANG_COMMIT");
+  if (judges_sglang()) s += "; SGLang commit " + shown("sglang_commit", "DSV4_SGLANG_COMMIT");
   return s + ".";
 }
 

@@ -57,8 +57,10 @@ class SuiteRun {
 
  private:
   int finish(int code, const std::string& why);
-  // The image, its digest and (e2e) the SGLang commit, for the summary.
+  // The image, its digest and (e2e, a kernels suite with ctest.sglang_source) the SGLang commit,
+  // for the summary.
   std::string provenance() const;
+  bool judges_sglang() const { return suite_.kind == Kind::kE2e || suite_.ctest.sglang_source; }
   double started_ = 0;
 };
 

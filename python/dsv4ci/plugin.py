@@ -46,7 +46,8 @@ def pytest_addoption(parser):
                 help="run every op on this device, also those SGLang dispatches to on the other platform "
                      "(a Triton kernel SGLang uses on ROCm, run on CUDA)")
     g.addoption("--dsv4-sglang-src", default=None,
-                help="a folder of SGLang source files (python/sglang/...) to import SGLang from")
+                help="a folder of SGLang source files (python/sglang/...) to import SGLang from "
+                     "(default: $DSV4_SGLANG_SRC, else the installed SGLang)")
     g.addoption("--dsv4-keep-dir", default=os.environ.get("DSV4_CASE_DIR") or "dsv4-cases",
                 help="where case files with got.* are written (default: $DSV4_CASE_DIR, else ./dsv4-cases)")
     g.addoption("--dsv4-keep-all", action="store_true", help="keep matching case files too")
@@ -105,8 +106,14 @@ def pytest_configure(config):
                             "repeat=1, source='sglang', rule=None): run the test on drawn cases of a family")
     config._dsv4_state = _State(config)
     src = config.getoption("--dsv4-sglang-src")
+    where = "--dsv4-sglang-src"
+    if not src and os.environ.get("DSV4_SGLANG_SRC"):
+        src, where = os.environ["DSV4_SGLANG_SRC"], "DSV4_SGLANG_SRC"
     if src:
-        sglang_tree.build(src)
+        try:
+            sglang_tree.build(src)
+        except FileNotFoundError as e:
+            raise pytest.UsageError(f"{where}: {e}") from None
 
 
 class _Param:

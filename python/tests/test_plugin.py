@@ -151,3 +151,36 @@ def test_an_op_that_cannot_be_captured_skips_its_graph_runs_with_the_reason(pyte
     out = r.stdout.str()
     r.assert_outcomes(passed=1, skipped=1)  # eager runs; the graph run is not SGLang's to make
     assert "demo.host_read is not capturable into a graph: it calls .item() on the device" in out
+
+
+def sglang_checkout(root, name):
+    """A folder laid out as SGLang's repository whose `sglang.which` names `name`."""
+    pkg = root / name / "python" / "sglang"
+    pkg.mkdir(parents=True)
+    (pkg / "which.py").write_text(f"NAME = {name!r}\n")
+    return root / name
+
+
+IMPORTS_SGLANG = """
+    import sglang.which
+
+    def test_which(request):
+        assert sglang.which.NAME == request.config.getoption("--dsv4-op")[0]
+    """
+
+
+def test_sglang_src_comes_from_the_environment_when_the_option_is_absent(pytester, tool, monkeypatch):
+    subprocess_env(monkeypatch, tool)
+    monkeypatch.setenv("DSV4_SGLANG_SRC", str(sglang_checkout(pytester.path, "from_env")))
+    # --dsv4-op carries the expected tree's name into the test
+    r = run(pytester, IMPORTS_SGLANG, "--dsv4-op", "from_env", subprocess=True)
+    r.assert_outcomes(passed=1)
+    # the option wins over the variable
+    opt = sglang_checkout(pytester.path, "from_option")
+    r = run(pytester, IMPORTS_SGLANG, "--dsv4-op", "from_option", "--dsv4-sglang-src", str(opt), subprocess=True)
+    r.assert_outcomes(passed=1)
+    # a variable naming no SGLang checkout is an error naming the folder, not a silent fallback
+    monkeypatch.setenv("DSV4_SGLANG_SRC", str(pytester.path / "nowhere"))
+    r = run(pytester, IMPORTS_SGLANG, "--dsv4-op", "from_env", subprocess=True)
+    assert r.ret != 0
+    assert "DSV4_SGLANG_SRC: " in r.stderr.str() and "nowhere: no python/sglang folder" in r.stderr.str()

@@ -427,6 +427,73 @@ std::vector<std::string> needs_of(const nlohmann::json& job) {
   return job["needs"].get<std::vector<std::string>>();
 }
 
+// A kernels suite with ctest.sglang_source judges the night's SGLang: its job checks out SGLang
+// at depth 1 at the commit the preflight resolved from the sglang_ref input, before the suite's
+// step, which hands the checkout (at the container's path of the workspace) and its commit in.
+TEST(SglangSource, TheJobChecksOutSglangAtTheRefAndPassesItToTheSuite) {
+  const Registry reg = committed();
+  const nlohmann::json w = workflow_json(render_reusable(reg));
+  ASSERT_TRUE(w.contains("jobs"));
+  bool preflight_resolves_ref = false;
+  for (const auto& step : w["jobs"]["preflight"]["steps"])
+    if (step.value("id", "") == "sglang")
+      preflight_resolves_ref =
+          step["env"].value("REF", "") == "${{ inputs.sglang_ref }}" &&
+          step["env"].value("REPOSITORY", "") == "${{ inputs.sglang_repository }}" &&
+          step.value("run", "").find("commit=$commit") != std::string::npos;
+  EXPECT_TRUE(preflight_resolves_ref) << w["jobs"]["preflight"].dump(2);
+  int judged = 0;
+  for (const auto& s : reg.suites) {
+    if (s.kind != Kind::kKernels) continue;
+    const auto& job = w["jobs"][s.job];
+    ASSERT_TRUE(job.is_object()) << s.job;
+    long checkout = -1, suite = -1, i = 0;
+    std::string run;
+    for (const auto& step : job["steps"]) {
+      if (step.value("uses", "").rfind("actions/checkout@", 0) == 0 &&
+          step["with"].value("path", "") == "sglang") {
+        checkout = i;
+        EXPECT_EQ(step["with"].value("repository", ""), "${{ inputs.sglang_repository }}");
+        EXPECT_EQ(step["with"].value("ref", ""), "${{ needs.preflight.outputs.sglang_commit }}");
+        EXPECT_EQ(step["with"].value("fetch-depth", 0), 1) << step.dump();
+      }
+      if (step.value("run", "").find("nightly/run-suite " + s.name + " ") != std::string::npos)
+        suite = i, run = step["run"];
+      ++i;
+    }
+    ASSERT_GE(suite, 0) << s.name;
+    const bool src = run.find("-e DSV4_SGLANG_SRC=\"$DSV4_WORKDIR/sglang\"") < run.find(" -- ");
+    const bool commit =
+        run.find("-e DSV4_SGLANG_COMMIT=\"$(git -C sglang rev-parse HEAD)\"") < run.find(" -- ");
+    if (!s.ctest.sglang_source) {
+      EXPECT_EQ(checkout, -1) << s.name << ": no SGLang checkout for a suite that imports none";
+      EXPECT_FALSE(src || commit) << run;
+      continue;
+    }
+    ++judged;
+    EXPECT_GE(checkout, 0) << s.name;
+    EXPECT_LT(checkout, suite) << s.name;
+    EXPECT_TRUE(src) << run;
+    EXPECT_TRUE(commit) << run;
+    // The container mounts the workspace at DSV4_WORKDIR, where the checkout then lies.
+    EXPECT_EQ(job["env"].value("DSV4_WORKDIR", ""), "/dsv4-ci");
+    bool mounted = false;
+    for (const auto& step : job["steps"])
+      mounted = mounted || step.value("run", "").find(
+                               "start --vendor amd --workdir "
+                               "\"$DSV4_WORKDIR\"") != std::string::npos;
+    EXPECT_TRUE(mounted) << s.name;
+    const auto needs = needs_of(job);
+    EXPECT_NE(std::find(needs.begin(), needs.end(), "preflight"), needs.end()) << s.name;
+  }
+  EXPECT_EQ(judged, 1) << "sglang-kernels";
+  const Suite* sk = nullptr;
+  for (const auto& s : reg.suites)
+    if (s.name == "sglang-kernels") sk = &s;
+  ASSERT_NE(sk, nullptr);
+  EXPECT_TRUE(sk->ctest.sglang_source);
+}
+
 // "Re-run failed jobs" starts new attempts of the failed jobs only: every artifact they download
 // must be found by run id (any attempt's), and the bundle must come from a job that is not re-run
 // with them (the tools job, which they need) under a name that does not depend on the attempt.
