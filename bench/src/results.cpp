@@ -5,18 +5,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "dsv4/bench/timing.hpp"
+
 namespace dsv4::bench {
 
 using nlohmann::json;
 using Kind = cases::BenchTarget::Kind;
 
 namespace {
-
-std::string f(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
 
 TargetResult judge_one(const cases::BenchTarget& t, const Measured& m,
                        const std::map<std::string, const Measured*>& by_id) {
@@ -31,21 +27,21 @@ TargetResult judge_one(const cases::BenchTarget& t, const Measured& m,
   }
   switch (t.kind) {
     case Kind::kMaxUs:
-      set(m.us <= t.value, f("%.2f us", m.us));
+      set(m.us <= t.value, fmt("%.2f us", m.us));
       break;
     case Kind::kMinOfCopy:
       if (m.copy_gbps <= 0 || m.bytes <= 0) {
         r.why = "no copy ceiling or no bytes declared";
       } else {
         const double of = m.gbps() / m.copy_gbps;
-        set(of >= t.value, f("%.1f%% of copy", 100 * of));
+        set(of >= t.value, fmt("%.1f%% of copy", 100 * of));
       }
       break;
     case Kind::kMinTflops:
       if (m.flops <= 0)
         r.why = "the family declares no FLOPs";
       else
-        set(m.tflops() >= t.value, f("%.1f TFLOP/s", m.tflops()));
+        set(m.tflops() >= t.value, fmt("%.1f TFLOP/s", m.tflops()));
       break;
     case Kind::kMinSpeedup: {
       const std::optional<double> p = m.peer ? m.peer->us(t.peer) : std::nullopt;
@@ -53,7 +49,7 @@ TargetResult judge_one(const cases::BenchTarget& t, const Measured& m,
         r.why = "no PyTorch peer time (" + t.peer + ")";
         if (m.peer && !m.peer->eager_error.empty()) r.why += ": " + m.peer->eager_error;
       } else {
-        set(*p >= t.value * m.us, f("%.2fx", *p / m.us) + " torch " + t.peer);
+        set(*p >= t.value * m.us, fmt("%.2fx", *p / m.us) + " torch " + t.peer);
       }
       break;
     }
@@ -66,9 +62,10 @@ TargetResult judge_one(const cases::BenchTarget& t, const Measured& m,
       }
       const double other = it->second->us;
       if (t.kind == Kind::kMaxTimesRow)
-        set(m.us <= t.value * other, f("%.2fx", m.us / other) + " of " + f("%.2f us", other));
+        set(m.us <= t.value * other, fmt("%.2fx", m.us / other) + " of " + fmt("%.2f us", other));
       else
-        set(m.us <= other + t.value, f("%+.2f us", m.us - other) + " over " + f("%.2f us", other));
+        set(m.us <= other + t.value,
+            fmt("%+.2f us", m.us - other) + " over " + fmt("%.2f us", other));
       break;
     }
   }
@@ -161,15 +158,15 @@ std::vector<std::string> table_cells(const Measured& m) {
                               best = m.peer ? m.peer->best_us() : std::nullopt;
   return {shape,
           m.launch,
-          f("%.2f", m.us),
-          f("%.3f", m.bytes / 1e6),
-          f("%.0f", m.gbps()),
-          f("%.0f", m.copy_gbps),
-          m.copy_gbps > 0 ? f("%.0f%%", 100 * m.gbps() / m.copy_gbps) : "n/a",
-          m.flops > 0 ? f("%.1f", m.tflops()) : "",
-          eager ? f("%.2f", *eager) : "n/a",
-          comp ? f("%.2f", *comp) : "n/a",
-          best ? f("%.2fx", *best / m.us) : "n/a",
+          fmt("%.2f", m.us),
+          fmt("%.3f", m.bytes / 1e6),
+          fmt("%.0f", m.gbps()),
+          fmt("%.0f", m.copy_gbps),
+          m.copy_gbps > 0 ? fmt("%.0f%%", 100 * m.gbps() / m.copy_gbps) : "n/a",
+          m.flops > 0 ? fmt("%.1f", m.tflops()) : "",
+          eager ? fmt("%.2f", *eager) : "n/a",
+          comp ? fmt("%.2f", *comp) : "n/a",
+          best ? fmt("%.2fx", *best / m.us) : "n/a",
           target,
           verdict};
 }
@@ -230,7 +227,7 @@ std::string to_markdown(const RunInfo& info, const std::vector<Measured>& rows) 
   o << "- backend " << info.backend << ", " << info.driver << "\n- commit " << info.commit << ", "
     << info.date << "\n- command: `" << info.command << "`\n";
   if (info.matmul_tflops)
-    o << "- math ceiling: " << f("%.1f", *info.matmul_tflops) << " TFLOP/s (torch bf16 matmul "
+    o << "- math ceiling: " << fmt("%.1f", *info.matmul_tflops) << " TFLOP/s (torch bf16 matmul "
       << info.matmul_shape << ", same run)\n";
   if (!info.peers_note.empty()) o << "- PyTorch peers: " << info.peers_note << "\n";
   o << "- copy ceiling: a device-to-device copy of the row's bytes, measured beside each row\n";

@@ -26,18 +26,23 @@ def cache_of(live, prefix=""):
     return pool.as_strided((pool.shape[0], P, 1, bpt), (pool.stride(0), bpt, bpt, 1))
 
 
-def error_columns(live):
-    """The case's `errors` (this project's extension; SGLang counts none): read columns whose index
-    is neither -1 nor inside the cache."""
-    n = 0
+def _read_columns(live):
+    """Per cache of the case (main, extra): its indices [B, K], its slot count, and the mask of the
+    columns each query reads (j < its length)."""
     for p in ("", "extra_"):
         if p + "indices" not in live.case.inputs:
             continue
         idx = live.case.inputs[p + "indices"].to(torch.int64)
         cap = live.case.inputs[p + "pool"].shape[0] * int(live.case.inputs[p + "page_size"])
-        lens = live.case.inputs[p + "lengths"].to(torch.int64).clamp(min=0).unsqueeze(1)
-        read = torch.arange(idx.shape[1]).unsqueeze(0) < lens
-        n += int((read & (idx != -1) & ((idx < 0) | (idx >= cap))).sum())
+        lens = live.case.inputs[p + "lengths"].to(torch.int64).unsqueeze(1)
+        yield idx, cap, torch.arange(idx.shape[1]).unsqueeze(0) < lens
+
+
+def error_columns(live):
+    """The case's `errors` (this project's extension; SGLang counts none): read columns whose index
+    is neither -1 nor inside the cache."""
+    n = sum(int((read & (idx != -1) & ((idx < 0) | (idx >= cap))).sum())
+            for idx, cap, read in _read_columns(live))
     return torch.tensor(n, dtype=torch.int64)
 
 
@@ -49,13 +54,7 @@ def _layouts(live):
 def keys_per_row(live):
     """[B]: the columns each query reads (j < length, index neither -1 nor outside the cache)."""
     n = 0
-    for p in ("", "extra_"):
-        if p + "indices" not in live.case.inputs:
-            continue
-        idx = live.case.inputs[p + "indices"].to(torch.int64)
-        cap = live.case.inputs[p + "pool"].shape[0] * int(live.case.inputs[p + "page_size"])
-        lens = live.case.inputs[p + "lengths"].to(torch.int64).unsqueeze(1)
-        read = torch.arange(idx.shape[1]).unsqueeze(0) < lens
+    for idx, cap, read in _read_columns(live):
         n = n + (read & (idx >= 0) & (idx < cap)).sum(dim=1)
     return n
 

@@ -13,11 +13,11 @@
 
 namespace dsv4::ref::sparse_decode {
 
-// Semantics (DESIGN.md section 5, "sparse_decode"; SGLang's compact_attention_hip.py and the sm90/sm100
-// decode kernels for what the design leaves open). Query b has q[b, h, 0..511] (bf16) for heads
-// h < H (H a multiple of 16: heads go in groups of 16). Its keys come from a main cache and an
-// optional extra cache, each a pool of pages in one layout (page_layout.hpp; slot s is row s % P
-// of page s / P) with an int32 index list [B, K] and a valid length per query:
+// Semantics (DESIGN.md section 5, "sparse_decode"; SGLang's compact_attention_hip.py and the
+// sm90/sm100 decode kernels for what the design leaves open). Query b has q[b, h, 0..511] (bf16)
+// for heads h < H (H a multiple of 16: heads go in groups of 16). Its keys come from a main cache
+// and an optional extra cache, each a pool of pages in one layout (page_layout.hpp; slot s is row s
+// % P of page s / P) with an int32 index list [B, K] and a valid length per query:
 //   column j of cache c is read only when j < min(max(length[b], 0), K); there, index -1 is "no
 //   key"; any other index outside [0, num_pages * P) is an error: counted (once per column) and no
 //   key, never read; an in-range index is a key (a repeated index is a key each time).
