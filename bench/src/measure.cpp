@@ -20,6 +20,7 @@ Prepared prepare_one(const PlannedRow& r, uint64_t seed, bool on_device) {
     p.k = f->drawing->from_vars(r.row.vars);
     if (const std::string why = on_device ? p.k->cannot_run() : ""; !why.empty()) {
       p.error = "not on this device: " + why;
+      p.not_here = true;
       return p;
     }
     fx::Rng rng(seed);
@@ -79,6 +80,7 @@ Measured measure(const Prepared& p, const Peers& peers, gpu::Stream s, const Mea
   if (const Peer* peer = peers.find(p.planned.id)) m.peer = *peer;
   if (!p.error.empty()) {
     m.error = p.error;
+    m.not_here = p.not_here;
     return m;
   }
   m.name = p.k->name();

@@ -95,7 +95,7 @@ int exit_code(const std::vector<Measured>& rows) {
   for (const Measured& m : rows) {
     any_measured = any_measured || m.measured();
     missed = missed || m.wrong;
-    unjudged = unjudged || (!m.measured() && !m.wrong);
+    unjudged = unjudged || (!m.measured() && !m.wrong && !m.not_here);
     for (const TargetResult& t : m.targets) {
       missed = missed || t.state == TargetState::kMissed;
       unjudged = unjudged || t.state == TargetState::kUnjudged;
@@ -107,15 +107,21 @@ int exit_code(const std::vector<Measured>& rows) {
 }
 
 std::string verdict_line(const std::vector<Measured>& rows) {
-  int met = 0, missed = 0, unjudged = 0, wrong = 0, failed = 0;
+  int met = 0, missed = 0, unjudged = 0, wrong = 0, failed = 0, not_here = 0;
   for (const Measured& m : rows) {
     if (m.wrong) ++wrong;
-    if (!m.measured() && !m.wrong) ++failed;
+    if (m.not_here)
+      ++not_here;
+    else if (!m.measured() && !m.wrong)
+      ++failed;
     for (const TargetResult& t : m.targets)
       (t.state == TargetState::kMet ? met : t.state == TargetState::kMissed ? missed : unjudged)++;
   }
   std::string s = "targets: ";
-  if (!missed && !unjudged && !wrong && !failed) return s + "all met (" + std::to_string(met) + ")";
+  const std::string elsewhere =
+      not_here ? "; " + std::to_string(not_here) + " rows not for this device" : "";
+  if (!missed && !unjudged && !wrong && !failed)
+    return s + "all met (" + std::to_string(met) + ")" + elsewhere;
   std::vector<std::string> parts;
   if (missed) parts.push_back(std::to_string(missed) + " MISSED");
   if (wrong) parts.push_back(std::to_string(wrong) + " rows with a WRONG output");
@@ -123,7 +129,7 @@ std::string verdict_line(const std::vector<Measured>& rows) {
   if (unjudged) parts.push_back(std::to_string(unjudged) + " not judged");
   parts.push_back(std::to_string(met) + " met");
   for (size_t i = 0; i < parts.size(); ++i) s += (i ? ", " : "") + parts[i];
-  return s;
+  return s + elsewhere;
 }
 
 std::vector<std::string> table_header() {
@@ -143,7 +149,7 @@ std::vector<std::string> table_cells(const Measured& m) {
   if (!m.measured())
     return {shape,
             m.launch,
-            m.wrong ? "WRONG" : "error",
+            m.wrong ? "WRONG" : m.not_here ? "n/a" : "error",
             "",
             "",
             "",
@@ -184,6 +190,7 @@ std::string row_json(const Measured& m) {
             {"for_target", m.planned.for_target},
             {"measured", m.measured()},
             {"wrong", m.wrong},
+            {"not_here", m.not_here},
             {"error", m.error},
             {"case_file", m.case_file},
             {"us", m.measured() ? json(m.us) : json(nullptr)},

@@ -91,6 +91,23 @@ TEST(BenchTargets, ExitCodeSaysWhatHappened) {
   EXPECT_EQ(exit_code({}), 3);  // nothing measured
 }
 
+// A row whose launch this device's build does not have (kv_store lanes=64 on CUDA) is listed,
+// not a run that could not run; one with a target is still a target nobody judged.
+TEST(BenchTargets, ARowNotBuiltForThisDeviceIsListedNotFailed) {
+  Measured met = row("T=1", {t::max_us(8)}, 1), elsewhere = row("T=2", {}, 0),
+           targeted = row("T=3", {t::max_us(8)}, 0);
+  for (Measured* m : {&elsewhere, &targeted}) {
+    m->error = "not on this device: lanes=64 is not built for backend cuda";
+    m->not_here = true;
+  }
+  for (Measured* m : {&met, &elsewhere, &targeted}) judge(*m, {});
+  EXPECT_EQ(exit_code({met, elsewhere}), 0);
+  EXPECT_EQ(verdict_line({met, elsewhere}), "targets: all met (1); 1 rows not for this device");
+  EXPECT_EQ(exit_code({met, targeted}), 3);
+  EXPECT_EQ(exit_code({elsewhere}), 3);  // nothing measured
+  EXPECT_EQ(table_cells(elsewhere)[2], "n/a");
+}
+
 TEST(BenchReports, JsonAndMarkdownCarryEveryRow) {
   Measured a = row("T=1", {t::max_us(8)}, 2.5);
   a.peer = Peer{.name = "index_copy_", .eager_us = 12.5, .compile_us = 9.0};

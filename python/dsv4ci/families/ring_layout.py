@@ -55,8 +55,8 @@ def window_rows(fn, live):
     ok = inb & (s >= 0) & (s < n_slots) & (pos >= 0)
     n = torch.where(ok, torch.minimum(pos + 1, torch.full_like(pos, win)), torch.zeros_like(pos))
     indptr = live.out["indptr"]
-    indptr[0] = 0
-    indptr[1:] = torch.cumsum(n, 0).to(torch.int32)
+    indptr[:1].zero_()  # a device write: a host scalar cannot be copied while a graph is captured
+    indptr[1:].copy_(torch.cumsum(n, 0))
     rows = live.out["rows"]
     fn(state_slot_per_seq=slot.clamp(-1, n_slots).to(torch.int32),
        batch_id_per_token=torch.where(ok, bid, torch.full_like(bid, -1)).to(torch.int32),

@@ -22,6 +22,7 @@ struct Prepared {
   fx::Tensors in = {}, want = {};
   fx::Work work = {};
   std::string error = {};  // the row cannot be drawn or run here
+  bool not_here = false;   // the row's launch is not built for this device (error says why)
 };
 
 // Draws `rows` and runs their references on `jobs` threads (0: the machine's cores); `on_device`:

@@ -31,6 +31,7 @@ struct Measured {
   std::optional<Peer> peer = {};
   std::string error = {};      // the row could not be measured or its output was wrong
   bool wrong = false;          // the output differed from the reference (a failure, not a number)
+  bool not_here = false;       // not built for this device: listed, not a failure of the run
   std::string case_file = {};  // the case file of a wrong output
   std::vector<TargetResult> targets = {};
   bool measured() const { return error.empty(); }
