@@ -31,9 +31,8 @@ SHAPES = {
                  "T=40,R=64,W=512,lanes=32", "T=24,R=30,W=64,lanes=16"],
     "ring_layout": ["n=300,V=4,win=125,ring=128,slots=64", "n=64,V=3,win=5,ring=7,slots=4"],
     "compact_pages": [f"{op},{lay},P=7,pages=3,T=12" for lay in ("v41", "v41_fp4", "v4", "v4_fnuz")
-                      for op in ("quantize", "dequantize_bf16", "dequantize_f32")
-                      if (op, lay) != ("quantize", "v41_fp4")]
-    + ["quantize,v41,P=64,pages=2,whole", "quantize,v4,P=7,pages=2,whole",
+                      for op in ("quantize", "dequantize_bf16", "dequantize_f32")]
+    + ["quantize,v41,P=64,pages=2,whole", "quantize,v41_fp4,P=64,pages=2,whole", "quantize,v4,P=7,pages=2,whole",
        "dequantize_bf16,v41_fp4,P=64,pages=2,whole", "quantize,v41,P=7,pages=3,T=12,stride=520"],
     "indexer_topk": ["B=3,width=3000,K=512,hostile", "B=3,width=3000,K=512,sorted,ties",
                      "B=5,width=300,K=512,ragged", "B=3,width=3000,K=512,select=sglang,hostile",

@@ -1,6 +1,7 @@
 """compact_pages' peer: SGLang's paged KV layouts read and written with byte index arithmetic on
 the pool: dequantise as table lookups times the scales (every layout, slot and page forms), and
-quantise as SGLang's torch references write (v41's ue8m0 tiles; v4's through the stand-in writer)."""
+quantise as SGLang's torch references write (v41's ue8m0 tiles, v41_fp4's e4m3fn-scaled e2m1 tiles;
+v4's through the stand-in writer)."""
 
 import torch
 
@@ -11,6 +12,8 @@ NAMES = {0: "v41", 1: "v41_fp4", 2: "v4", 3: "v4_fnuz"}
 # Bytes of a token's data row and scale row, and the page alignment, per layout.
 GEOMETRY = {0: (512, 16, 512), 1: (256, 32, 256), 2: (576, 8, 576), 3: (576, 8, 576)}
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+# The midpoints between consecutive e2m1 magnitudes; a tie goes to the even code (up at odd i).
+E2M1_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 
 
 def _ue8m0(s, nan_at_255):
@@ -71,10 +74,36 @@ def quantize_v41(x):
     return codes.view(-1, 512), sc
 
 
+def quantize_v41_fp4(x):
+    """bf16 [T, 512] -> (nibbles [T, 256], scale bytes [T, 32]): per 16 values the e4m3fn scale of
+    clamp(amax / 6, 2^-9, 448), nearest even, amax over |x| with +-inf counted as the largest finite
+    value; a tile holding a NaN gets the NaN scale 0x7f and codes 0. Codes e2m1(x / scale), nearest
+    even, saturating at 6 (+-inf gives +-6), the sign kept on zero; value 2i in the low nibble of
+    byte i. (fp32 x / scale never lands on a midpoint the exact quotient misses: 8 and 4 significant
+    bits.)"""
+    xf = x.float().view(-1, 32, 16)
+    a = xf.abs()
+    nan_tile = torch.isnan(a).any(dim=-1)
+    finite = torch.where(torch.isinf(a), torch.full_like(a, torch.finfo(torch.float32).max), a)
+    amax = torch.nan_to_num(finite, nan=0.0).amax(dim=-1)
+    sc = encode_fp8((amax * (1.0 / 6.0)).clamp(2.0 ** -9, 448.0), "e4m3fn")
+    sc = torch.where(sc == 0, torch.ones_like(sc), sc)
+    sc = torch.where(nan_tile, torch.full_like(sc, 0x7F), sc)
+    q = (xf / fp8_values("e4m3fn").to(x.device)[sc.long()][..., None]).abs()
+    n = torch.zeros(q.shape, dtype=torch.int64, device=x.device)
+    for i, m in enumerate(E2M1_MIDPOINTS):
+        n += ((q >= m) if i % 2 else (q > m)).long()
+    code = torch.where(nan_tile[..., None], torch.zeros_like(n), n | (torch.signbit(xf).long() << 3))
+    code = code.reshape(-1, 512)
+    return (code[:, 0::2] | (code[:, 1::2] << 4)).to(torch.uint8), sc.to(torch.uint8)
+
+
 def quantize(x, layout):
     """(data [T, data_bytes], the written scale bytes [T, n]) of bf16 rows [T, 512]."""
     if layout == 0:
         return quantize_v41(x)
+    if layout == 1:
+        return quantize_v41_fp4(x)
     p = quant_to_nope_fp8_rope_bf16_pack_triton(x.contiguous(), "e4m3fnuz" if layout == 3 else "e4m3fn")
     rope = p.k_rope_bf16.contiguous().view(torch.int16).to(torch.int32)
     rope_bytes = torch.stack((rope & 0xFF, (rope >> 8) & 0xFF), dim=-1).reshape(-1, 128).to(torch.uint8)
@@ -90,9 +119,6 @@ def build(case):
     page_bytes = -(-P * (data_b + scale_b) // align) * align
     inp = case.inputs
     op = ("quantize" if "src" in inp or "k" in inp else "dequantize") + (" pages" if "k" in inp or "pages" in inp else "")
-    if op.startswith("quantize") and layout == 1:
-        raise Unmodelled("quantise v41_fp4: the peer writes v41, v4 and v4_fnuz pages (the e4m3fn "
-                         "scale rounding and e2m1 codes of v41_fp4 are not written)")
 
     def fn(inp, start):
         tables = {"e4m3fn": fp8_values("e4m3fn"), "e4m3fnuz": fp8_values("e4m3fnuz"),
