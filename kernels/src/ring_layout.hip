@@ -120,27 +120,27 @@ __device__ __forceinline__ int32_t block_inclusive_scan(int32_t v, int32_t* sums
 // Every thread gets the sum (the max) of v over the block. `slot`: one shared int32, free again
 // when they return. 32-lane groups first (HIP's 64-lane waves split into two), then one shared
 // atomic per group.
-__device__ __forceinline__ int32_t block_sum(int32_t v, int32_t* slot) {
-  if (threadIdx.x == 0) *slot = 0;
+__device__ __forceinline__ int32_t block_sum(int32_t v, int32_t* slot, int tid) {
+  if (tid == 0) *slot = 0;
   __syncthreads();
   DSV4_UNROLL
   for (int m = 16; m > 0; m >>= 1) v += __shfl_xor(v, m, 32);
-  if (threadIdx.x % 32 == 0) atomicAdd(slot, v);
+  if (tid % 32 == 0) atomicAdd(slot, v);
   __syncthreads();
   const int32_t r = *slot;
   __syncthreads();
   return r;
 }
 
-__device__ __forceinline__ int32_t block_max(int32_t v, int32_t* slot) {
-  if (threadIdx.x == 0) *slot = INT32_MIN;
+__device__ __forceinline__ int32_t block_max(int32_t v, int32_t* slot, int tid) {
+  if (tid == 0) *slot = INT32_MIN;
   __syncthreads();
   DSV4_UNROLL
   for (int m = 16; m > 0; m >>= 1) {
     const int32_t o = __shfl_xor(v, m, 32);
     v = o > v ? o : v;
   }
-  if (threadIdx.x % 32 == 0) atomicMax(slot, v);
+  if (tid % 32 == 0) atomicMax(slot, v);
   __syncthreads();
   const int32_t r = *slot;
   __syncthreads();
@@ -153,10 +153,11 @@ __device__ __forceinline__ int32_t block_max(int32_t v, int32_t* slot) {
 // non-negative one is the tile's final offset (written by the tile's own fill block).
 __global__ void __launch_bounds__(kBlock) window_tile_counts_kernel(WindowArgs a, bool encoded) {
   __shared__ int32_t sum;
+  const int tid = int(threadIdx.x);
   const int64_t first = int64_t(blockIdx.x) * kBlock;
-  const int64_t d = first + threadIdx.x;
-  const int32_t total = block_sum(d < a.D ? window_count(a, d, false) : 0, &sum);
-  if (threadIdx.x == 0) a.indptr[first] = encoded ? -1 - total : total;
+  const int64_t d = first + tid;
+  const int32_t total = block_sum(d < a.D ? window_count(a, d, false) : 0, &sum, tid);
+  if (tid == 0) a.indptr[first] = encoded ? -1 - total : total;
 }
 
 // ---- the look-back fill (variants 0 and 1): two launches ---------------------------------
@@ -172,13 +173,14 @@ __global__ void __launch_bounds__(kBlock) window_tile_counts_kernel(WindowArgs a
 constexpr int kLookItems = 4;
 
 // The rows of tile j (no errors counted: its own block counts them).
-__device__ __forceinline__ int32_t tile_rows(const WindowArgs& a, int64_t j, int32_t* slot) {
-  const int64_t d = j * kBlock + threadIdx.x;
-  return block_sum(d < a.D ? window_count(a, d, false) : 0, slot);
+__device__ __forceinline__ int32_t tile_rows(const WindowArgs& a, int64_t j, int32_t* slot,
+                                             int tid) {
+  const int64_t d = j * kBlock + tid;
+  return block_sum(d < a.D ? window_count(a, d, false) : 0, slot, tid);
 }
 
 // Rows of the tiles before tile k (k >= 1). red: two shared int32.
-__device__ int32_t tile_offset(const WindowArgs& a, int64_t k, int32_t* red) {
+__device__ int32_t tile_offset(const WindowArgs& a, int64_t k, int32_t* red, int tid) {
   const volatile int32_t* ip = a.indptr;  // other blocks write these entries meanwhile
   constexpr int64_t kChunk = int64_t(kLookItems) * kBlock;
   int32_t acc = 0;
@@ -188,20 +190,20 @@ __device__ int32_t tile_offset(const WindowArgs& a, int64_t k, int32_t* red) {
     int32_t last_final = -1;  // the nearest tile in [lo, hi) whose entry holds its offset
     DSV4_UNROLL
     for (int i = 0; i < kLookItems; ++i) {
-      const int64_t j = lo + int64_t(i) * kBlock + threadIdx.x;
-      v[i] = j < hi ? ip[j * kBlock] : -1;
-      if (v[i] >= 0) last_final = int32_t(j);
+      const int32_t j = int32_t(lo) + i * kBlock + tid;  // tiles < 2^23
+      v[i] = j < hi ? ip[int64_t(j) * kBlock] : -1;
+      if (v[i] >= 0) last_final = j;
     }
-    const int32_t jf = block_max(last_final, &red[0]);
+    const int32_t jf = block_max(last_final, &red[0], tid);
     int32_t part = 0;
     DSV4_UNROLL
     for (int i = 0; i < kLookItems; ++i) {
-      const int64_t j = lo + int64_t(i) * kBlock + threadIdx.x;
+      const int32_t j = int32_t(lo) + i * kBlock + tid;
       if (j < hi && j > jf) part += -1 - v[i];
       if (j == jf) red[1] = v[i];  // o_jf, read after block_sum's barriers
     }
-    acc += block_sum(part, &red[0]);
-    if (jf >= 0) return acc + red[1] + tile_rows(a, jf, &red[0]);
+    acc += block_sum(part, &red[0], tid);
+    if (jf >= 0) return acc + red[1] + tile_rows(a, jf, &red[0], tid);
   }
   return acc;
 }
@@ -246,12 +248,12 @@ __global__ void __launch_bounds__(kBlock) window_lookback_fill_kernel(WindowArgs
     start_of[tid] = int32_t((a.pos[d] - n + 1) % a.g.ring);
   }
   const int32_t incl = block_inclusive_scan(n, sums);
-  const int32_t offset = k > 0 ? tile_offset(a, k, red) : 0;
+  const int32_t offset = k > 0 ? tile_offset(a, k, red, tid) : 0;
   const int32_t begin = offset + incl - n;
   begin_of[tid] = begin;
   if (tid == kBlock - 1) {
     begin_of[kBlock] = offset + incl;
-    if (k == int64_t(gridDim.x) - 1) a.indptr[a.D] = offset + incl;
+    if (k == (a.D - 1) / kBlock) a.indptr[a.D] = offset + incl;  // the last tile
   }
   if (d < a.D) a.indptr[d] = begin;  // d == first: E_k's final value
   __syncthreads();
