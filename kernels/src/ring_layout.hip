@@ -1,5 +1,15 @@
 // ring_layout kernels: per-token ring locs (flat and verify layouts), prefill slot expansion, and
-// the read side's packed window rows (a three-pass tiled offset scan that fills the rows).
+// the read side's packed window rows (tile counts, then a look-back fill or the three-pass scan).
+//
+// window_rows writes ~win int32 rows per token (125 at DSpark's geometry) and reads ~20 bytes, so
+// it is a store-bound kernel whose fixed costs show at 65536 tokens. The default fill therefore:
+// (1) has two launches, not three: no single-block pass over the tiles between them; each fill
+// block finds its tile's offset from the tile counts itself (tile_offset: a look-back that never
+// waits on another block, see below); (2) writes each tile's rows, one contiguous output range,
+// as 16-byte aligned vector stores spread over the whole block (every lane stores whole int4s,
+// whatever the tokens' row counts), where the three-pass fill had a warp per token storing 4-byte
+// words from an unaligned start, with short tokens leaving lanes idle. The three-pass fill stays
+// as kWindowThreePass, so one run can time both.
 #include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
@@ -107,19 +117,183 @@ __device__ __forceinline__ int32_t block_inclusive_scan(int32_t v, int32_t* sums
   return r;
 }
 
-// The offsets are a three-pass scan over tiles of kBlock tokens, with indptr itself carrying the
-// tiles' sums between the passes (no workspace): pass 1 writes each tile's row count at the
-// tile's first indptr entry, pass 2 (one block) turns those counts into the tiles' global
-// offsets in place and writes indptr[D], pass 3 scans each tile again from its offset, writes
-// the tile's indptr entries and fills its rows (a warp per token, lanes over the token's rows).
-__global__ void __launch_bounds__(kBlock) window_tile_counts_kernel(WindowArgs a) {
-  __shared__ int32_t sums[kBlock];
-  const int64_t first = int64_t(blockIdx.x) * kBlock;
-  const int64_t d = first + threadIdx.x;
-  const int32_t total = block_inclusive_scan(d < a.D ? window_count(a, d, false) : 0, sums);
-  if (threadIdx.x == kBlock - 1) a.indptr[first] = total;
+// Every thread gets the sum (the max) of v over the block. `slot`: one shared int32, free again
+// when they return. 32-lane groups first (HIP's 64-lane waves split into two), then one shared
+// atomic per group.
+__device__ __forceinline__ int32_t block_sum(int32_t v, int32_t* slot, int tid) {
+  if (tid == 0) *slot = 0;
+  __syncthreads();
+  DSV4_UNROLL
+  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor(v, m, 32);
+  if (tid % 32 == 0) atomicAdd(slot, v);
+  __syncthreads();
+  const int32_t r = *slot;
+  __syncthreads();
+  return r;
 }
 
+__device__ __forceinline__ int32_t block_max(int32_t v, int32_t* slot, int tid) {
+  if (tid == 0) *slot = INT32_MIN;
+  __syncthreads();
+  DSV4_UNROLL
+  for (int m = 16; m > 0; m >>= 1) {
+    const int32_t o = __shfl_xor(v, m, 32);
+    v = o > v ? o : v;
+  }
+  if (tid % 32 == 0) atomicMax(slot, v);
+  __syncthreads();
+  const int32_t r = *slot;
+  __syncthreads();
+  return r;
+}
+
+// Every launch counts each tile's rows first: a block per tile of kBlock tokens writes the count
+// at the tile's first indptr entry, E_j = indptr[j * kBlock]. The three-pass fill stores the
+// count itself there; the look-back fill stores -1 - count, so a negative E_j is a count and a
+// non-negative one is the tile's final offset (written by the tile's own fill block).
+__global__ void __launch_bounds__(kBlock) window_tile_counts_kernel(WindowArgs a, bool encoded) {
+  __shared__ int32_t sum;
+  const int tid = int(threadIdx.x);
+  const int64_t first = int64_t(blockIdx.x) * kBlock;
+  const int64_t d = first + tid;
+  const int32_t total = block_sum(d < a.D ? window_count(a, d, false) : 0, &sum, tid);
+  if (tid == 0) a.indptr[first] = encoded ? -1 - total : total;
+}
+
+// ---- the look-back fill (variants 0 and 1): two launches ---------------------------------
+//
+// After the counts, one launch does the rest: block k scans its tile, finds the tile's offset
+// itself and fills the tile's rows. The offset is the sum of the counts of tiles 0..k-1, read
+// back from E_j in chunks of kLookItems * kBlock tiles, nearest first. A block never waits for
+// another: while block k reads, block j < k may already have replaced E_j's count by its final
+// offset o_j. Either reading is exact: a count is added as it is; a final offset ends the walk,
+// since o_k = o_j + count(j) + the counts after j, and count(j) is recounted from tile j's
+// tokens (one tile's loads, at most once per block). Blocks start in about blockIdx order, so a
+// block that starts after others finished meets a final offset within about one wave of tiles.
+constexpr int kLookItems = 4;
+
+// The rows of tile j (no errors counted: its own block counts them).
+__device__ __forceinline__ int32_t tile_rows(const WindowArgs& a, int64_t j, int32_t* slot,
+                                             int tid) {
+  const int64_t d = j * kBlock + tid;
+  return block_sum(d < a.D ? window_count(a, d, false) : 0, slot, tid);
+}
+
+// Rows of the tiles before tile k (k >= 1). red: two shared int32.
+__device__ int32_t tile_offset(const WindowArgs& a, int64_t k, int32_t* red, int tid) {
+  const volatile int32_t* ip = a.indptr;  // other blocks write these entries meanwhile
+  constexpr int64_t kChunk = int64_t(kLookItems) * kBlock;
+  int32_t acc = 0;
+  for (int64_t hi = k; hi > 0; hi -= kChunk) {
+    const int64_t lo = hi > kChunk ? hi - kChunk : 0;
+    int32_t v[kLookItems];
+    int32_t last_final = -1;  // the nearest tile in [lo, hi) whose entry holds its offset
+    DSV4_UNROLL
+    for (int i = 0; i < kLookItems; ++i) {
+      const int32_t j = int32_t(lo) + i * kBlock + tid;  // tiles < 2^23
+      v[i] = j < hi ? ip[int64_t(j) * kBlock] : -1;
+      if (v[i] >= 0) last_final = j;
+    }
+    const int32_t jf = block_max(last_final, &red[0], tid);
+    int32_t part = 0;
+    DSV4_UNROLL
+    for (int i = 0; i < kLookItems; ++i) {
+      const int32_t j = int32_t(lo) + i * kBlock + tid;
+      if (j < hi && j > jf) part += -1 - v[i];
+      if (j == jf) red[1] = v[i];  // o_jf, read after block_sum's barriers
+    }
+    acc += block_sum(part, &red[0], tid);
+    if (jf >= 0) return acc + red[1] + tile_rows(a, jf, &red[0], tid);
+  }
+  return acc;
+}
+
+// Pool row of element e of the tile's output (begin_of[t] <= e < begin_of[t + 1], token t).
+__device__ __forceinline__ int32_t window_row(const int32_t* begin_of, const int32_t* base_of,
+                                              const int32_t* start_of, int t, int32_t e,
+                                              int32_t ring) {
+  const int32_t r = start_of[t] + (e - begin_of[t]);  // cnt <= win <= ring: wraps at most once
+  return base_of[t] + (r >= ring ? r - ring : r);
+}
+
+// The token of element e: the last t with begin_of[t] <= e (tokens of no rows share their
+// successor's begin and are never found).
+__device__ __forceinline__ int token_of(const int32_t* begin_of, int32_t e) {
+  int t = 0;
+  DSV4_UNROLL
+  for (int step = kBlock / 2; step > 0; step >>= 1)
+    if (begin_of[t + step] <= e) t += step;
+  return t;
+}
+
+// Block k: its tokens' counts (errors counted here, once), its offset (tile_offset), its indptr
+// entries (indptr[D] too in the last tile), then its rows. The rows of a tile are one contiguous
+// range [offset, offset + total); the block walks it in 16-byte aligned int4 stores (thread i
+// takes chunks i, i + kBlock, ...; each finds its token by a binary search over begin_of and
+// steps to the next token inside the chunk), with at most 3 scalar rows at either end. Streaming:
+// store16_streaming (evict-first) instead of plain stores.
+template <bool kStreaming>
+__global__ void __launch_bounds__(kBlock) window_lookback_fill_kernel(WindowArgs a) {
+  __shared__ int32_t sums[kBlock];
+  __shared__ int32_t begin_of[kBlock + 1];  // [kBlock]: the tile's end
+  __shared__ int32_t base_of[kBlock];       // slot * ring: the token's first pool row
+  __shared__ int32_t start_of[kBlock];      // (pos - n + 1) % ring: its oldest row in the ring
+  __shared__ int32_t red[2];
+  const int tid = int(threadIdx.x);
+  const int64_t k = blockIdx.x, first = k * kBlock, d = first + tid;
+  const int32_t n = d < a.D ? window_count(a, d, true) : 0;
+  if (n > 0) {
+    const int64_t s = a.slot[a.batch_id[d]];
+    base_of[tid] = int32_t(s * a.g.ring);
+    start_of[tid] = int32_t((a.pos[d] - n + 1) % a.g.ring);
+  }
+  const int32_t incl = block_inclusive_scan(n, sums);
+  const int32_t offset = k > 0 ? tile_offset(a, k, red, tid) : 0;
+  const int32_t begin = offset + incl - n;
+  begin_of[tid] = begin;
+  if (tid == kBlock - 1) {
+    begin_of[kBlock] = offset + incl;
+    if (k == (a.D - 1) / kBlock) a.indptr[a.D] = offset + incl;  // the last tile
+  }
+  if (d < a.D) a.indptr[d] = begin;  // d == first: E_k's final value
+  __syncthreads();
+
+  const int32_t ring = int32_t(a.g.ring);  // ring * n_slots <= INT32_MAX (check_ring)
+  const int64_t t0 = offset, t1 = begin_of[kBlock];
+  // Elements e with rows + e 16-byte aligned: e + mis a multiple of 4.
+  const int64_t mis = int64_t(reinterpret_cast<uintptr_t>(a.rows) / sizeof(int32_t)) & 3;
+  int64_t a0 = t0 + ((4 - ((t0 + mis) & 3)) & 3), a1 = t1 - ((t1 + mis) & 3);
+  if (a1 <= a0) a0 = a1 = t1;  // no whole aligned chunk: every row scalar
+  auto scalar = [&](int64_t lo, int64_t hi) {
+    for (int64_t e = lo + tid; e < hi; e += kBlock) {
+      const int t = token_of(begin_of, int32_t(e));
+      a.rows[e] = window_row(begin_of, base_of, start_of, t, int32_t(e), ring);
+    }
+  };
+  scalar(t0, a0);
+  scalar(a1, t1);
+  for (int64_t c = a0 + 4 * int64_t(tid); c < a1; c += 4 * int64_t(kBlock)) {
+    const int32_t e = int32_t(c);
+    int t = token_of(begin_of, e);
+    int32_t w[4];
+    DSV4_UNROLL
+    for (int i = 0; i < 4; ++i) {
+      while (begin_of[t + 1] <= e + i) ++t;  // begin_of[kBlock] = t1 > e + i stops it
+      w[i] = window_row(begin_of, base_of, start_of, t, e + i, ring);
+    }
+    int32_t* p = a.rows + c;
+    if (kStreaming)
+      gpu::store16_streaming(p, uint32_t(w[0]), uint32_t(w[1]), uint32_t(w[2]), uint32_t(w[3]));
+    else
+      gpu::store16(p, uint32_t(w[0]), uint32_t(w[1]), uint32_t(w[2]), uint32_t(w[3]));
+  }
+}
+
+// ---- the three-pass fill (variant 2) -------------------------------------------------------
+//
+// The counts (stored plainly at E_j), then one block turns them into the tiles' offsets in place
+// and writes indptr[D], then each tile scans again from its offset, writes its indptr entries and
+// fills its rows: a warp per token, lanes over the token's rows, scalar stores.
 __global__ void __launch_bounds__(kScanThreads) window_tile_offsets_kernel(WindowArgs a) {
   __shared__ int32_t sums[kScanThreads];
   const int tid = int(threadIdx.x);
@@ -281,8 +455,11 @@ void verify_locs(const int64_t* slot, const int64_t* pos, const int32_t* commit_
 
 void window_rows(const int32_t* batch_id, const int64_t* pos, int64_t D, const int64_t* slot,
                  int64_t B, const Ring& g, int32_t* indptr, int32_t* rows, int64_t* errors,
-                 gpu::Stream s) {
+                 gpu::Stream s, const WindowOptions& opt) {
   const char* fn = "window_rows";
+  if (opt.variant < 0 || opt.variant >= kWindowVariants)
+    bad(fn, "variant=" + std::to_string(opt.variant) + " must be in [0, " +
+                std::to_string(kWindowVariants) + ")");
   check_ring(fn, g);
   check_count(fn, "D", D);
   check_count(fn, "B", B);
@@ -296,11 +473,21 @@ void window_rows(const int32_t* batch_id, const int64_t* pos, int64_t D, const i
   if (D > 0 && B > 0) check_ptrs(fn, {{"slot", slot}});
   WindowArgs a{batch_id, pos, D, slot, B, g, indptr, rows, errors};
   const size_t tiles = gpu::ceil_div(size_t(D), kBlock);
-  if (tiles > 0)
-    gpu::launch(window_tile_counts_kernel, dim3(tiles), dim3(kBlock), 0, as_stream(s), a);
-  gpu::launch(window_tile_offsets_kernel, dim3(1), dim3(kScanThreads), 0, as_stream(s), a);
-  if (tiles > 0)
-    gpu::launch(window_tile_fill_kernel, dim3(tiles), dim3(kBlock), 0, as_stream(s), a);
+  const hipStream_t st = as_stream(s);
+  if (tiles == 0) {  // indptr[0] = 0 only: the offsets pass over no tile
+    gpu::launch(window_tile_offsets_kernel, dim3(1), dim3(kScanThreads), 0, st, a);
+    return;
+  }
+  const bool three_pass = opt.variant == kWindowThreePass;
+  gpu::launch(window_tile_counts_kernel, dim3(tiles), dim3(kBlock), 0, st, a, !three_pass);
+  if (three_pass) {
+    gpu::launch(window_tile_offsets_kernel, dim3(1), dim3(kScanThreads), 0, st, a);
+    gpu::launch(window_tile_fill_kernel, dim3(tiles), dim3(kBlock), 0, st, a);
+  } else if (opt.variant == kWindowLookbackStreaming) {
+    gpu::launch(window_lookback_fill_kernel<true>, dim3(tiles), dim3(kBlock), 0, st, a);
+  } else {
+    gpu::launch(window_lookback_fill_kernel<false>, dim3(tiles), dim3(kBlock), 0, st, a);
+  }
 }
 
 void prefill_slots(const int64_t* req_slot, const int32_t* indptr, int64_t B, const int64_t* pos,

@@ -1,8 +1,10 @@
 // ring_layout kernels against the reference through the kernel-case harness, bitwise on whole
 // poisoned outputs: every launcher over hostile slots, positions and batch ids, swept over token
 // counts and the geometry (window, draft count, ring size, positions up to 2^20, ragged requests,
-// tokens before the first request), eager and graph; the ring-wrap cycle (prefill, verify, read)
-// through kv_store into a real pool; graph replay with new inputs; determinism; argument checks.
+// tokens before the first request), eager and graph, window_rows by every fill variant at the
+// fill's edges (a tile of invalid tokens only, rows at every word offset); the ring-wrap cycle
+// (prefill, verify, read) through kv_store into a real pool; graph replay with new inputs;
+// determinism; argument checks.
 #include "dsv4/kernels/ring_layout.hpp"
 
 #include <gmock/gmock.h>
@@ -10,19 +12,23 @@
 
 #include <cstring>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "dsv4/cases/kv_store.hpp"
 #include "dsv4/cases/ring_layout.hpp"
+#include "dsv4/fixtures/device_buffer.hpp"
 #include "dsv4/fixtures/generators.hpp"
 #include "dsv4/fixtures/gpu_test.hpp"
 #include "dsv4/fixtures/launcher_args.hpp"
+#include "dsv4/ref/ring_layout.hpp"
 
 namespace dsv4 {
 namespace {
 
 namespace kr = kernels::ring_layout;
+namespace rr = ref::ring_layout;
 namespace st = fx::st;
 using ::testing::HasSubstr;
 
@@ -41,6 +47,7 @@ TEST_P(RingLayoutSweep, EveryLauncherMatchesReference) {
 
 DSV4_CASE_SWEEP_AS(Sizes, RingLayoutSweep, cases::ring_layout_sizes_sweep());
 DSV4_CASE_SWEEP_AS(Geometry, RingLayoutSweep, cases::ring_layout_geometry_sweep());
+DSV4_CASE_SWEEP_AS(Fill, RingLayoutSweep, cases::ring_layout_fill_sweep());
 
 class RingLayout : public fx::GpuTest {};
 
@@ -97,6 +104,89 @@ TEST_F(RingLayout, NoDecodeTokensStillWritesTheFirstOffset) {
   const fx::Tensors got =
       checked_step<cases::RingLayoutCase>(in, fx::test_seed(), stream(), "window_rows, D=0");
   EXPECT_EQ(got.at("indptr").values<int32_t>(), std::vector<int32_t>{0});
+}
+
+// window_rows' decode inputs for D tokens over B slots at positions below max_pos, tile 1
+// (tokens 256..511) all invalid or padding: batch ids past B, -7, -1 and negative positions. The
+// number of invalid tokens (the errors each fill must count, once each) in *invalid.
+fx::Tensors tile_of_invalid_tokens(fx::Rng& rng, int64_t D, int64_t B, int64_t max_pos,
+                                   int64_t* invalid) {
+  std::vector<int32_t> batch(static_cast<size_t>(D));
+  std::vector<int64_t> pos(static_cast<size_t>(D)), slot(static_cast<size_t>(B));
+  for (auto& s : slot) s = rng.range(0, kRing.n_slots - 1);
+  *invalid = 0;
+  for (int64_t d = 0; d < D; ++d) {
+    batch[size_t(d)] = int32_t(rng.range(0, B - 1));
+    pos[size_t(d)] = rng.range(0, max_pos);
+    if (d < 256 || d >= 512) continue;
+    const int64_t kind = d % 4;  // past B, -7, padding (not an error), a negative position
+    if (kind == 0) batch[size_t(d)] = int32_t(B);
+    if (kind == 1) batch[size_t(d)] = -7;
+    if (kind == 2) batch[size_t(d)] = -1;
+    if (kind == 3) pos[size_t(d)] = -3;
+    *invalid += kind != 2;
+  }
+  fx::Tensors in = ring_inputs(kRing);
+  in["batch_id"] = st::Tensor::of<int32_t>(batch);
+  in["pos"] = st::Tensor::of<int64_t>(pos);
+  in["batch_slot"] = st::Tensor::of<int64_t>(slot);
+  return in;
+}
+
+// A tile whose tokens read no row (its range empty, its offset that of the tile after it), with
+// tiles of short positions around it: every fill gives the reference's bytes and counts each
+// invalid token once.
+TEST_F(RingLayout, TileOfInvalidTokensByEveryFill) {
+  const uint64_t seed = fx::test_seed();
+  for (int variant = 0; variant < kr::kWindowVariants; ++variant) {
+    DSV4_CASE(seed, "D=1000, tokens 256..511 invalid or padding, variant " << variant);
+    fx::Rng rng(seed);
+    int64_t invalid = 0;
+    fx::Tensors in = tile_of_invalid_tokens(rng, 1000, 37, 6, &invalid);
+    in["variant"] = st::Tensor::scalar<int32_t>(variant);
+    const cases::RingLayoutCase c(in);
+    ASSERT_EQ(c.shape().variant, variant);
+    fx::CaseRun run;
+    EXPECT_TRUE(fx::check_case(c, in, seed, stream(), {}, &run));
+    EXPECT_EQ(run.got.at("errors").item<int64_t>(), invalid);
+    const auto indptr = run.got.at("indptr").values<int32_t>();
+    EXPECT_EQ(indptr[256], indptr[512]) << "the invalid tile reads no row";
+  }
+}
+
+// The rows output at word offsets 0..3 from a 16-byte boundary (the launcher takes any 4-byte
+// aligned pointer): by every fill, the reference's indptr and rows, the words before the output
+// and past indptr[D] untouched.
+TEST_F(RingLayout, RowsAtEveryWordOffsetByEveryFill) {
+  const uint64_t seed = fx::test_seed();
+  const rr::Ring g{.ring = kRing.ring, .win = kRing.win, .n_slots = kRing.n_slots};
+  for (int variant = 0; variant < kr::kWindowVariants; ++variant)
+    for (int64_t shift = 0; shift < 4; ++shift) {
+      DSV4_CASE(seed, "D=777, rows + " << shift << " words, variant " << variant);
+      fx::Rng rng(seed + uint64_t(shift));
+      int64_t invalid = 0;
+      const fx::Tensors in = tile_of_invalid_tokens(rng, 777, 50, 300, &invalid);
+      const auto batch = in.at("batch_id").values<int32_t>();
+      const auto pos = in.at("pos").values<int64_t>();
+      const auto slot = in.at("batch_slot").values<int64_t>();
+      const size_t D = batch.size(), cap = D * size_t(g.win);
+      fx::DeviceBuffer<int32_t> d_batch(batch, "batch_id");
+      fx::DeviceBuffer<int64_t> d_pos(pos, "pos"), d_slot(slot, "batch_slot");
+      fx::DeviceBuffer<int32_t> d_indptr(D + 1, "indptr"), d_rows(cap + 4, "rows");
+      fx::DeviceBuffer<int64_t> d_errors(std::vector<int64_t>{0}, "errors");
+      kr::window_rows(d_batch.data(), d_pos.data(), int64_t(D), d_slot.data(), int64_t(slot.size()),
+                      kRing, d_indptr.data(), d_rows.data() + shift, d_errors.data(), stream(),
+                      {.variant = variant});
+      std::vector<int32_t> want_indptr(D + 1), want_rows(cap + 4, d_rows.poison_value());
+      const int64_t want_errors =
+          rr::window_rows(batch, pos, slot, g, want_indptr,
+                          std::span<int32_t>(want_rows).subspan(size_t(shift), cap));
+      EXPECT_EQ(d_indptr.download(stream()), want_indptr);
+      EXPECT_EQ(d_rows.download(stream()), want_rows);
+      EXPECT_EQ(d_errors.download(stream())[0], want_errors);
+      EXPECT_EQ(want_errors, invalid);
+      EXPECT_TRUE(d_rows.guards_intact());
+    }
 }
 
 // The ring-wrap cycle on the device: four requests with prefixes 10, 127, 128 and 255 are
@@ -244,6 +334,12 @@ TEST(RingLayoutLauncher, BadArgumentsNameTheField) {
   EXPECT_THAT(launch_error(
                   [&] { kr::window_rows(p32, p64, 4, p64, 2, kRing, p32, nullptr, p64, nullptr); }),
               HasSubstr("rows is null"));
+  for (int variant : {-1, kr::kWindowVariants})
+    EXPECT_THAT(launch_error([&] {
+                  kr::window_rows(p32, p64, 4, p64, 2, kRing, p32, p32, p64, nullptr,
+                                  {.variant = variant});
+                }),
+                HasSubstr("variant=" + std::to_string(variant) + " must be in [0, 3)"));
   EXPECT_THAT(
       launch_error([&] { kr::prefill_slots(p64, p32, -1, p64, 4, p64, p64, p64, nullptr); }),
       HasSubstr("B=-1"));

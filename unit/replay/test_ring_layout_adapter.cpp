@@ -98,6 +98,28 @@ TEST_F(RingLayoutAdapter, OneLauncherAlone) {
   EXPECT_EQ(r.exit_code, 0) << r.report;
 }
 
+// window_rows' fill variant is part of the shape (variant=N) and of the case file (in.variant):
+// a drawn case reads back with it and replays to a match; a variant no fill has exits 2 naming
+// the field.
+TEST_F(RingLayoutAdapter, FillVariantTravelsInTheCaseFile) {
+  const RingLayoutShape s{.n = 300, .launcher = "window_rows", .variant = 2};
+  EXPECT_THAT(s.str(), HasSubstr("variant=2"));
+  fx::Rng rng(fx::test_seed());
+  const RingLayoutCase k(s);
+  fx::Case c{"ring_layout", k.name(), std::nullopt, k.draw(rng), {}, {}, {}};
+  ASSERT_TRUE(c.inputs.count("variant"));
+  EXPECT_EQ(c.inputs.at("variant").item<int32_t>(), 2);
+  EXPECT_EQ(RingLayoutCase(c.inputs).shape().variant, 2);
+  c.got = k.reference(c.inputs);
+  Result r = replay(c, "variant");
+  EXPECT_EQ(r.exit_code, 0) << r.report;
+  c.inputs["variant"] = st::Tensor::scalar<int32_t>(5);
+  r = replay(c, "badvariant");
+  EXPECT_EQ(r.exit_code, 2) << r.report;
+  EXPECT_THAT(r.report, HasSubstr("in.variant"));
+  EXPECT_THAT(r.report, HasSubstr("5 is not 0"));
+}
+
 TEST_F(RingLayoutAdapter, CasesThatDoNotFitExitTwo) {
   fx::Case c = geometry(4, 6, 1);
   c.got["errors"] = st::Tensor::scalar<int64_t>(0);

@@ -86,6 +86,7 @@ fx::Vars RingLayoutShape::vars() const {
   if (first_offset) v.add("first", first_offset);
   if (max_request) v.add("max_request", max_request);
   if (!launcher.empty()) v.add("launcher", launcher);
+  if (variant) v.add("variant", variant);
   return v;
 }
 
@@ -102,6 +103,7 @@ RingLayoutShape RingLayoutShape::from_vars(fx::VarsReader& r) {
   s.max_request = r.num("max_request", s.max_request);
   s.launcher =
       r.word("launcher", {"token_locs", "verify_locs", "window_rows", "prefill_slots"}, "");
+  s.variant = int(r.num("variant", s.variant));
   return s;
 }
 
@@ -131,9 +133,36 @@ std::vector<fx::Sweep<RingLayoutShape>> ring_layout_geometry_sweep() {
   return v;
 }
 
+std::vector<fx::Sweep<RingLayoutShape>> ring_layout_fill_sweep() {
+  const int64_t big_pos = int64_t(1) << 20;
+  const std::vector<RingLayoutShape> shapes = {
+      {.n = 1},
+      {.n = 255, .win = 8, .max_pos = 20},
+      {.n = 257, .V = 1, .win = 3},
+      {.n = 1000, .V = 2, .win = 5, .max_pos = 8},
+      {.n = 4099, .V = 1, .win = 1},
+      {.n = 65536, .V = 4, .win = 125, .n_slots = 4096, .max_pos = big_pos},
+      // 1028 tiles: more than one look-back chunk (1024 tiles).
+      {.n = 263000, .V = 1, .win = 8, .n_slots = 4096, .max_pos = big_pos},
+      // 7813 short tiles: blocks start after others finished (a final offset ends the walk).
+      {.n = 2000001, .V = 1, .win = 2, .n_slots = 4096, .max_pos = 4},
+  };
+  std::vector<fx::Sweep<RingLayoutShape>> v;
+  for (int variant = 0; variant < kr::kWindowVariants; ++variant) {
+    for (RingLayoutShape s : shapes) {
+      s.launcher = "window_rows";
+      s.variant = variant;
+      v.push_back({s});
+    }
+    v.push_back({{.n = 4096, .launcher = "window_rows", .variant = variant}, fx::Launch::kGraph});
+  }
+  return v;
+}
+
 std::vector<fx::Sweep<RingLayoutShape>> ring_layout_gpu_sweep() {
   auto v = ring_layout_sizes_sweep();
   for (const auto& p : ring_layout_geometry_sweep()) v.push_back(p);
+  for (const auto& p : ring_layout_fill_sweep()) v.push_back(p);
   return v;
 }
 
@@ -148,6 +177,7 @@ std::vector<fx::NamedSweep<RingLayoutShape>> RingLayoutCase::sweeps() {
   return {{"gpu", ring_layout_gpu_sweep},
           {"sizes", ring_layout_sizes_sweep},
           {"geometry", ring_layout_geometry_sweep},
+          {"fill", ring_layout_fill_sweep},
           {"soak", ring_layout_soak_sweep}};
 }
 
@@ -166,6 +196,15 @@ RingLayoutCase::RingLayoutCase(const fx::Tensors& in, const RingLayoutShape& sta
     shape_.V = int64_t(vp.shape[1]);
   }
   if (shape_.ring == shape_.win + shape_.V - 1) shape_.ring = 0;  // as a shape says it
+  if (has(in, "variant")) {
+    const int32_t v = input(in, "variant").item<int32_t>("in.variant");
+    if (v < 0 || v >= kr::kWindowVariants)
+      throw st::FormatError("ring_layout", "in.variant", "value",
+                            std::to_string(v) +
+                                " is not 0 (look-back), 1 (look-back, streaming "
+                                "stores) or 2 (three-pass)");
+    shape_.variant = v;
+  }
 }
 
 fx::Tensors RingLayoutCase::draw(fx::Rng& rng) const {
@@ -206,6 +245,7 @@ fx::Tensors RingLayoutCase::draw(fx::Rng& rng) const {
   in["prefill_indptr"] = st::Tensor::of<int32_t>(ip);
   in["req_slot"] = st::Tensor::of<int64_t>(hostile_slots(rng, size_t(B), s.n_slots));
   if (!s.launcher.empty()) keep_launcher(in, s.launcher);
+  if (s.variant && has(in, "batch_id")) in["variant"] = st::Tensor::scalar<int32_t>(s.variant);
   return in;
 }
 
@@ -290,7 +330,7 @@ void RingLayoutCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
     kr::window_rows(d.ptr<int32_t>("batch_id"), d.ptr<int64_t>("pos"),
                     int64_t(d.host("batch_id").numel()), d.ptr<int64_t>("batch_slot"),
                     int64_t(d.host("batch_slot").numel()), g, d.ptr<int32_t>("indptr"),
-                    d.ptr<int32_t>("rows"), errors, s);
+                    d.ptr<int32_t>("rows"), errors, s, {.variant = shape_.variant});
   if (d.has("req_slot"))
     kr::prefill_slots(d.ptr<int64_t>("req_slot"), d.ptr<int32_t>("prefill_indptr"),
                       int64_t(d.host("req_slot").numel()), d.ptr<int64_t>("pos"),
@@ -310,6 +350,7 @@ InputDecls RingLayoutCase::declared_inputs() {
           {"commit_len", st::DType::I32, {"B"}, true, "verify_locs"},
           {"batch_id", st::DType::I32, {"N"}, true, "window_rows"},
           {"req_slot", st::DType::I64, {"R"}, true, "prefill_slots"},
+          {"variant", st::DType::I32, {}, true, "window_rows' fill: 0, 1 or 2"},
           {"prefill_indptr", st::DType::I32, {"R+1"}, true, "prefill_slots"}};
 }
 

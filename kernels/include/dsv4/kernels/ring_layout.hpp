@@ -32,13 +32,26 @@ void token_locs(const int64_t* slot, const int64_t* pos, const int64_t* final_po
 void verify_locs(const int64_t* slot, const int64_t* pos, const int32_t* commit_len, int64_t B,
                  int64_t V, const Ring& g, int64_t* loc, int64_t* errors, gpu::Stream s);
 
+// How window_rows fills, every variant giving the same bytes. All first count each tile's rows
+// (a block per tile of 256 tokens, the count kept in the tile's first indptr entry, so no
+// workspace is needed). kWindowLookback (the default): one more launch, in which each tile's
+// block sums the counts of the tiles before it itself and writes its indptr entries and its rows
+// as one contiguous range of 16-byte stores; kWindowLookbackStreaming: the same with streaming
+// (evict-first) stores; kWindowThreePass: one block turns the counts into the tiles' offsets,
+// then each tile writes its entries and its rows a warp per token (three launches).
+inline constexpr int kWindowLookback = 0;
+inline constexpr int kWindowLookbackStreaming = 1;
+inline constexpr int kWindowThreePass = 2;
+inline constexpr int kWindowVariants = 3;
+struct WindowOptions {
+  int variant = kWindowLookback;
+};
+
 // Read side for D decode tokens: batch_id[D] (-1 = padding), pos[D], slot[B] -> indptr[D+1] and
-// rows (capacity D*win; entries past indptr[D] are not written). Three launches over tiles of 256
-// tokens (each tile's row count, the tiles' offsets, then each tile's indptr and rows); indptr
-// carries the tile sums between them, so no workspace is needed.
+// rows (capacity D*win; entries past indptr[D] are not written; rows 4-byte aligned, any offset).
 void window_rows(const int32_t* batch_id, const int64_t* pos, int64_t D, const int64_t* slot,
                  int64_t B, const Ring& g, int32_t* indptr, int32_t* rows, int64_t* errors,
-                 gpu::Stream s);
+                 gpu::Stream s, const WindowOptions& opt = {});
 
 // Prefill expansion: req_slot[B], indptr[B+1] (token offsets of each request in the chunk),
 // pos[T] -> token_slot[T], final_pos[T].

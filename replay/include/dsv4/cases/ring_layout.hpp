@@ -8,7 +8,8 @@
 //   verify_locs   in.batch_slot I64 [B], in.verify_pos I64 [B, V], in.commit_len I32 [B]
 //                 -> verify_loc I64 [B, V]
 //   window_rows   in.batch_id I32 [D], in.pos I64 [D], in.batch_slot I64 [B]
-//                 -> indptr I32 [D+1], rows I32 [D*win] (entries past indptr[D] keep their poison)
+//                 -> indptr I32 [D+1], rows I32 [D*win] (entries past indptr[D] keep their poison);
+//                 optional in.variant I32 [] (the fill, RingLayoutShape::variant)
 //   prefill_slots in.req_slot I64 [B], in.prefill_indptr I32 [B+1], in.pos I64 [T]
 //                 -> token_slot I64 [T], token_final_pos I64 [T]
 // and errors I64 [] (the one counter every launcher adds to). Every output bit for bit.
@@ -37,6 +38,9 @@ struct RingLayoutShape {
   // One launcher only (token_locs, verify_locs, window_rows, prefill_slots: the case draws
   // only its inputs); "": all four.
   std::string launcher = {};
+  // window_rows' fill (kernels::ring_layout::WindowOptions::variant; in.variant I32 [] in a case
+  // file): 0 look-back, 1 look-back with streaming stores, 2 three-pass. The same bytes each.
+  int variant = 0;
   int64_t B() const { return n / V > 1 ? n / V : 1; }
   int64_t ring_size() const { return ring ? ring : win + V - 1; }
   fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
@@ -50,7 +54,11 @@ struct RingLayoutShape {
 std::vector<fx::Sweep<RingLayoutShape>> ring_layout_sizes_sweep();
 // "geometry": windows, draft widths and ring slack, positions past 2^20, prefill offsets.
 std::vector<fx::Sweep<RingLayoutShape>> ring_layout_geometry_sweep();
-// "gpu": both of them, the GPU test's every point.
+// "fill": window_rows alone by every fill variant at the fill's edges: one token, tiles not
+// whole, windows of 1-8 rows (tile ranges starting and ending off a 16-byte boundary), short
+// positions, more tiles than one look-back chunk and many waves of tiles, eager and graph.
+std::vector<fx::Sweep<RingLayoutShape>> ring_layout_fill_sweep();
+// "gpu": sizes, geometry and fill, the GPU test's every point.
 std::vector<fx::Sweep<RingLayoutShape>> ring_layout_gpu_sweep();
 // "soak": the soak's rotating shapes: every launcher (token, verify, window, prefill layouts).
 std::vector<fx::Sweep<RingLayoutShape>> ring_layout_soak_sweep();

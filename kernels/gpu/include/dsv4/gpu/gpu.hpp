@@ -447,6 +447,16 @@ __device__ __forceinline__ void grid_sync() {
 
 constexpr unsigned ceil_div(size_t a, size_t b) { return static_cast<unsigned>((a + b - 1) / b); }
 
+// Stores 16 bytes (words x, y, z, w) at a 16-byte aligned p in one vector store.
+__device__ __forceinline__ void store16(void* p, uint32_t x, uint32_t y, uint32_t z, uint32_t w) {
+#if DSV4_GPU_NONE
+  uint32_t* q = static_cast<uint32_t*>(p);
+  q[0] = x, q[1] = y, q[2] = z, q[3] = w;
+#else
+  *static_cast<uint4*>(p) = make_uint4(x, y, z, w);
+#endif
+}
+
 // Stores 16 bytes (words x, y, z, w) at a 16-byte aligned p with a streaming hint (written once,
 // not read again by this kernel): st.global.cs on NVIDIA (evict-first in L1 and L2), a
 // nontemporal store on AMD, a plain store in the host-only build.
