@@ -25,9 +25,10 @@ inline constexpr int kBlock = 32;
 // up) gives the same e: a bf16 amax has 8 significant bits, so the quotient never rounds onto a
 // power of two it is not equal to.
 //
-// Every function below is exact integer arithmetic. The common cases take a short path (a few
-// integer operations on the bit patterns); everything else goes through the exact core; the unit
-// tests check that both give the same result on every input.
+// Every function below is exact integer arithmetic. The element codecs are branch-free formulas
+// on the bit patterns (minifloat::fp8_code_from_bf16, minifloat::fp8_scaled_bits); the word
+// readers add a shorter path for words of normal codes. The exact cores (*_exact) are the
+// references: the unit tests check that every path gives their result on every input.
 
 // Exponent e for a block maximum amax >= 0 (not NaN). With amax = 1.f * 2^k, amax / 448 =
 // (1.f / 1.75) * 2^(k-8), whose ceil-log2 is k - 8, plus one when 1.f > 1.75.
