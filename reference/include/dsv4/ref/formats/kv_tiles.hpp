@@ -36,9 +36,10 @@ inline constexpr int kV41FloorExp = -13;
 enum TileKind : uint8_t { kFinite = 0, kInfTile = 1, kNaNTile = 2 };
 
 struct V41Tile {
-  uint8_t sc;     // ue8m0 scale byte
-  uint8_t kind;   // TileKind
-  uint32_t bias;  // mxfp8::encode_bias(sc); never taken by a NaN or inf tile
+  uint8_t sc;    // ue8m0 scale byte
+  uint8_t kind;  // TileKind
+  uint32_t b;    // minifloat::fp8_code_from_bf16's exponent shift: sc - 7 (finite tiles)
+  uint32_t lim;  // magnitudes from lim on take a select (NaN, or a finite tile's saturated inf)
 };
 
 DSV4_HD V41Tile v41_tile(const minifloat::Bf16Amax& m) {
@@ -50,46 +51,42 @@ DSV4_HD V41Tile v41_tile(const minifloat::Bf16Amax& m) {
     const int e = mxfp8::scale_exponent(minifloat::bf16_amax_value(m));
     t.sc = ue8m0_from_exp(e < kV41FloorExp ? kV41FloorExp : e);
   }
-  t.bias = t.kind == kFinite ? mxfp8::encode_bias(t.sc) : 0x80000000u;
+  // x / NaN is NaN everywhere; x / inf is +-0 (a shift past every code) but NaN for +-inf; a
+  // finite tile saturates +-inf and keeps the sign of a NaN's code.
+  t.b = t.kind == kFinite ? uint32_t(t.sc) - 7u : 300u;
+  t.lim = t.kind == kNaNTile ? 0u : kInfBits;
   return t;
 }
 
-// Everything but the short path: the exact core in finite tiles, x / NaN and x / inf otherwise.
-// (Inline, calling the out-of-line exact core: nested out-of-line calls need a stack frame.)
-DSV4_HD uint8_t v41_encode_slow(uint16_t h, uint8_t sc, uint8_t kind) {
-  if (kind == kFinite) return mxfp8::encode_exact(h, sc);
-  if (kind == kNaNTile || (h & 0x7fffu) >= kInfBits) return kE4m3NaN;
+// The reference encoder: the exact core in finite tiles, x / NaN and x / inf otherwise.
+DSV4_HD uint8_t v41_encode_exact(uint16_t h, const V41Tile& t) {
+  if (t.kind == kFinite) return mxfp8::encode_exact(h, t.sc);
+  if (t.kind == kNaNTile || (h & 0x7fffu) >= kInfBits) return kE4m3NaN;
   return uint8_t((h >> 8) & 0x80u);
 }
 
-// The e4m3fn code of bf16 h (bit pattern) in a tile: mxfp8's short path (a normal quotient below
-// 464) inline, the rest out of line.
+// The e4m3fn code of bf16 h (bit pattern) in a tile, v41_encode_exact's for every h and tile:
+// branch-free (minifloat::fp8_code_from_bf16, zeros and subnormal quotients included; the NaN
+// codes of NaN values and of non-finite tiles are a select).
 DSV4_HD uint8_t v41_encode(uint16_t h, const V41Tile& t) {
-  const uint32_t v = (h & 0x7fffu) - t.bias;
-  if (v - 0x80u <= 0x768u)
-    return uint8_t(((uint32_t(h) >> 8) & 0x80u) | ((v + 7u + ((v >> 4) & 1u)) >> 4));
-  return v41_encode_slow(h, t.sc, t.kind);
+  const uint32_t a = h & 0x7fffu, sign = (uint32_t(h) >> 8) & 0x80u;
+  const uint32_t code = sign | minifloat::fp8_code_from_bf16(a, t.b, kE4m3MaxCode);
+  const uint32_t special =
+      t.kind == kFinite ? sign | (a > kInfBits ? kE4m3NaN : kE4m3MaxCode) : kE4m3NaN;
+  return uint8_t(a >= t.lim ? special : code);
 }
 
 // Reader: e4m3fn(c) * 2^(sc-127) exactly in fp32 (0x00 is 2^-127, 0xff NaN); a product past fp32
 // is inf.
 DSV4_HD uint32_t v41_decode_bits(uint8_t c, uint8_t sc) { return mxfp8::decode_bits(c, sc); }
 
-// Out of line where a nested out-of-line call needs no stack (NVIDIA, host); inline on AMD.
-#if defined(__HIP_DEVICE_COMPILE__)
-#define DSV4_KV_OUTLINE
-#else
-#define DSV4_KV_OUTLINE DSV4_FMT_NOINLINE
-#endif
-
-// Four codes under one scale, each v41_decode_bits rounded once to bf16 (out of line: the NaN
-// codes and the scale bytes the short path leaves out): values 2j and 2j+1 in word j (low half
-// first), word j in bits [32 j, +32) of the result (a scalar, returned in registers).
-DSV4_KV_OUTLINE DSV4_HD uint64_t v41_decode4_bf16_exact(uint32_t codes, uint8_t sc) {
+// The readers' reference: four codes under one scale, each mxfp8::decode_exact rounded once to
+// bf16: values 2j and 2j+1 in word j (low half first), word j in bits [32 j, +32) of the result.
+DSV4_HD uint64_t v41_decode4_bf16_exact(uint32_t codes, uint8_t sc) {
   uint32_t h[4];
   DSV4_FMT_UNROLL
   for (int k = 0; k < 4; ++k)
-    h[k] = f32_to_bf16(f32_from_bits(v41_decode_bits(uint8_t(codes >> (8 * k)), sc))).bits;
+    h[k] = f32_to_bf16(f32_from_bits(mxfp8::decode_exact(uint8_t(codes >> (8 * k)), sc))).bits;
   return uint64_t(h[0] | h[1] << 16) | uint64_t(h[2] | h[3] << 16) << 32;
 }
 
@@ -108,16 +105,17 @@ DSV4_HD uint32_t bf16x2_add_exact(uint32_t x, uint32_t y) {
 }
 
 // Four codes under one scale (byte k is code k) as bf16 pairs: out[j] holds codes 2j (low half)
-// and 2j+1, each v41_decode_bits rounded once to bf16. Short path for scale bytes 10..246 and
-// codes other than the NaN 0x7f / 0xff, two values per word, branch-free: a normal code's
-// exponent and fraction move into bf16's fields, plus sc - 7 in the exponent (exact: 4
-// significant bits). A subnormal code f * 2^-9 (f < 8) is built the same way with the exponent
-// of the code of exponent 1, 2^(sc - 133) (1 + f / 8), from which 2^(sc - 133) is subtracted in
-// bf16 (exact, Sterbenz; zero for f = 0): f * 2^(sc - 136), a bf16 normal for sc >= 10. The sign
-// is put back last, so 0x80 gives -0.
-// The short path of v41_decode4_bf16 (scale byte 10..246, no NaN code) with the scale's terms
-// given: bias = (sc - 7) << 7 in both halves, scm6 = sc - 6.
+// and 2j+1, each v41_decode_bits rounded once to bf16. Short path for scale bytes 10..246, every
+// code, two values per word, branch-free: a normal code's exponent and fraction move into bf16's
+// fields, plus sc - 7 in the exponent (exact: 4 significant bits). A subnormal code f * 2^-9
+// (f < 8) is built the same way with the exponent of the code of exponent 1, 2^(sc - 133) (1 +
+// f / 8), from which 2^(sc - 133) is subtracted in bf16 (exact, Sterbenz; zero for f = 0): f *
+// 2^(sc - 136), a bf16 normal for sc >= 10. The sign is put back last, so 0x80 gives -0; the
+// halves of NaN codes take 0x7fc0 through a mask. Other scale bytes take mxfp8::decode4_bf16
+// (branch-free too).
+// The short path with the scale's terms given: bias = (sc - 7) << 7 in both halves, scm6 = sc - 6.
 DSV4_HD void v41_short4_bf16(uint32_t codes, uint32_t bias, uint32_t scm6, uint32_t* out) {
+  const uint32_t nan = mxfp8::nan_code_bits(codes);
   DSV4_FMT_UNROLL
   for (int j = 0; j < 2; ++j) {
     const uint32_t c2 = (codes >> (16 * j)) & 0xffffu;                // codes 2j and 2j+1
@@ -128,36 +126,28 @@ DSV4_HD void v41_short4_bf16(uint32_t codes, uint32_t bias, uint32_t scm6, uint3
     const uint32_t v = mag + bias + sub;  // below 0x8000 in each half
     // -2^(sc - 133) in those halves (0x80 (sc - 6) and the sign bit), +0 in the others.
     const uint32_t minus = sub * scm6 | ((sub << 8) & 0x80008000u);
-    out[j] = (x & 0x80008000u) | bf16x2_add_exact(v, minus);
+    const uint32_t r = (x & 0x80008000u) | bf16x2_add_exact(v, minus);
+    const uint32_t mask = mxfp8::nan_half_mask(nan, j);
+    out[j] = (r & ~mask) | (0x7fc07fc0u & mask);
   }
 }
 
-// Whether any of the four codes is a NaN (0x7f or 0xff): bit 7 of some byte of the result.
-DSV4_HD uint32_t v41_nan_bits(uint32_t codes) {
-  return ((codes & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u;
-}
+DSV4_HD bool v41_short_scale(uint8_t sc) { return sc >= 10 && sc <= 246; }
 
 DSV4_HD void v41_decode4_bf16(uint32_t codes, uint8_t sc, uint32_t* out) {
-  if (sc < 10 || sc > 246 || v41_nan_bits(codes)) {
-    const uint64_t p = v41_decode4_bf16_exact(codes, sc);
-    out[0] = uint32_t(p), out[1] = uint32_t(p >> 32);
-    return;
-  }
+  if (!v41_short_scale(sc)) return mxfp8::decode4_bf16(codes, sc, out);
   v41_short4_bf16(codes, (uint32_t(sc - 7) << 7) * 0x00010001u, uint32_t(sc - 6), out);
 }
 
 // 4 n codes under one scale (word i holds codes 4i..4i+3) as 2 n bf16 pairs, the same values as
-// v41_decode4_bf16 on each word: one check of the scale byte and of every code for the whole
-// group, the scale's terms computed once, then the short path per word (v41_decode4_bf16 per word
-// when the check fails).
+// v41_decode4_bf16 on each word: one check of the scale byte for the whole group, the scale's
+// terms computed once, then the short path per word (mxfp8::decode4_bf16 per word for the other
+// scale bytes).
 template <int n>
 DSV4_HD void v41_decode_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* out) {
-  uint32_t nan = 0;
-  DSV4_FMT_UNROLL
-  for (int i = 0; i < n; ++i) nan |= v41_nan_bits(codes[i]);
-  if (sc < 10 || sc > 246 || nan) {
+  if (!v41_short_scale(sc)) {
     DSV4_FMT_UNROLL
-    for (int i = 0; i < n; ++i) v41_decode4_bf16(codes[i], sc, out + 2 * i);
+    for (int i = 0; i < n; ++i) mxfp8::decode4_bf16(codes[i], sc, out + 2 * i);
     return;
   }
   const uint32_t bias = (uint32_t(sc - 7) << 7) * 0x00010001u, scm6 = uint32_t(sc - 6);
@@ -216,8 +206,9 @@ struct V4Tile {
   uint8_t sc;    // ue8m0 scale byte
   uint8_t kind;  // kFinite or kInfTile
   Fp8Flavour fp8;
-  int e;          // scale exponent (finite tiles)
-  uint32_t bias;  // short-path constant (see v4_encode)
+  int e;         // scale exponent (finite tiles)
+  uint32_t b;    // minifloat::fp8_code_from_bf16's exponent shift (see v4_tile)
+  uint32_t lim;  // magnitudes from lim on give -M
 };
 
 DSV4_HD V4Tile v4_tile(const minifloat::Bf16Amax& m, Fp8Flavour f) {
@@ -226,18 +217,20 @@ DSV4_HD V4Tile v4_tile(const minifloat::Bf16Amax& m, Fp8Flavour f) {
   t.kind = m.bits >= kInfBits ? kInfTile : kFinite;
   t.e = t.kind == kFinite ? v4_scale_exponent(m.bits << 16, f) : 0;
   t.sc = t.kind == kFinite ? uint8_t(t.e + 127) : kV4InfTileScale;
-  // v = |h| - bias = (E << 7) | f, E the biased fp8 exponent of x / 2^e (bf16 exponent - e - 120
-  // for e4m3fn, - 119 for e4m3fnuz): valid while every v of the short path is a normal bf16 below
-  // inf; an inf tile never takes it.
-  const int b = t.e + (f == Fp8Flavour::kE4m3fnuz ? 119 : 120);
-  t.bias = t.kind == kFinite && b >= 0 && b <= 238 ? uint32_t(b) << 7 : 0x80000000u;
+  // The quotient x * 2^-e has fp8 biased exponent (bf16 exponent) - (e + 127 - bias): b = e + 120
+  // for e4m3fn, e + 119 for e4m3fnuz, >= 85 since e >= -35. An inf tile multiplies finite values
+  // by 0 (a shift past every code) and gives -M for +-inf; NaN gives -M in every tile. (A finite
+  // tile never holds +-inf, its amax would be inf; like the exact core, the code takes it as
+  // 2^128.)
+  t.b = t.kind == kFinite ? uint32_t(t.e + (f == Fp8Flavour::kE4m3fnuz ? 119 : 120)) : 300u;
+  t.lim = t.kind == kFinite ? kInfBits + 1u : kInfBits;
   return t;
 }
 
-// Everything but the short path: NaN gives -M, an inf tile +-0 (e4m3fnuz: 0) and -M for +-inf,
-// the rest the exact core.
+// The reference encoder: NaN gives -M, an inf tile +-0 (e4m3fnuz: 0) and -M for +-inf, the rest
+// the exact core.
 // (Scalars, not the tile: an out-of-line call taking a reference would put the tile in memory.)
-DSV4_FMT_NOINLINE DSV4_HD uint8_t v4_encode_slow(uint16_t h, int e, uint8_t kind, Fp8Flavour f) {
+DSV4_FMT_NOINLINE DSV4_HD uint8_t v4_encode_exact(uint16_t h, int e, uint8_t kind, Fp8Flavour f) {
   const uint32_t a = h & 0x7fffu;
   const bool fnuz = f == Fp8Flavour::kE4m3fnuz;
   if (a > kInfBits || (kind == kInfTile && a == kInfBits)) return v4_neg_max(f);
@@ -247,15 +240,20 @@ DSV4_FMT_NOINLINE DSV4_HD uint8_t v4_encode_slow(uint16_t h, int e, uint8_t kind
   if (fnuz) return e4m3fnuz_signed(uint32_t(h) >> 15, e4m3fnuz_round(sig, exp));
   return uint8_t(((uint32_t(h) >> 8) & 0x80u) | e4m3_round(sig, exp));
 }
+DSV4_HD uint8_t v4_encode_exact(uint16_t h, const V4Tile& t) {
+  return v4_encode_exact(h, t.e, t.kind, t.fp8);
+}
 
-// The fp8 code of bf16 h (bit pattern) in a tile. Short path: a normal quotient (v in [0x80,
-// 0x7f7] for e4m3fnuz, below 464 for e4m3fn), its 7 fraction bits rounded to 3, nearest even (a
-// carry moves into the exponent).
+// The fp8 code of bf16 h (bit pattern) in a tile, v4_encode_exact's for every h and tile:
+// branch-free (minifloat::fp8_code_from_bf16, zeros and subnormal quotients included; e4m3fnuz's
+// zero has no sign; -M for NaN values and an inf tile's +-inf is a select).
 DSV4_HD uint8_t v4_encode(uint16_t h, const V4Tile& t) {
-  const uint32_t v = (h & 0x7fffu) - t.bias;
-  if (v - 0x80u <= (t.fp8 == Fp8Flavour::kE4m3fnuz ? 0x777u : 0x768u))
-    return uint8_t(((uint32_t(h) >> 8) & 0x80u) | ((v + 7u + ((v >> 4) & 1u)) >> 4));
-  return v4_encode_slow(h, t.e, t.kind, t.fp8);
+  const uint32_t a = h & 0x7fffu, sign = (uint32_t(h) >> 8) & 0x80u;
+  const bool fnuz = t.fp8 == Fp8Flavour::kE4m3fnuz;
+  const uint32_t max_code = fnuz ? kE4m3fnuzMaxCode : kE4m3MaxCode;
+  const uint32_t m = minifloat::fp8_code_from_bf16(a, t.b, max_code);
+  const uint32_t code = fnuz && m == 0u ? 0u : sign | m;
+  return uint8_t(a >= t.lim ? uint32_t(v4_neg_max(t.fp8)) : code);
 }
 
 // Reader (SGLang's V4 dequantize, a Triton kernel): fp8(c) * exp2(sc - 127) in fp32, so 0x00 is
@@ -269,51 +267,72 @@ DSV4_FMT_NOINLINE DSV4_HD uint32_t v4_decode_exact(uint8_t c, uint8_t sc, Fp8Fla
   return f32_bits(minifloat::pack_f32(p.sign, p.sig, p.exp + int(sc) - 127));
 }
 
-// Short path: a normal code (magnitude 8..0x7e / 0x7f) under a scale whose products are fp32
-// normals moves its exponent and fraction into fp32's fields.
+// v4_decode_exact(c, sc, f) for every code, scale and flavour, branch-free:
+// minifloat::fp8_scaled_bits (code 0x08 is 2^(sc - 133) for e4m3fn, 2^(sc - 134) for e4m3fnuz),
+// the sign, then selects for the NaN code and the scale byte 0xff (inf, NaN for zero).
 DSV4_HD uint32_t v4_decode_bits(uint8_t c, uint8_t sc, Fp8Flavour f) {
   const bool fnuz = f == Fp8Flavour::kE4m3fnuz;
-  const uint32_t mag = c & 0x7fu;
-  const uint32_t rebias = fnuz ? 8u : 7u;
-  if (sc >= rebias && sc <= 239u + rebias && mag - 8u <= (fnuz ? 0x77u : 0x76u))
-    return (uint32_t(c & 0x80u) << 24) | ((mag << 20) + ((uint32_t(sc) - rebias) << 23));
-  return v4_decode_exact(c, sc, f);
+  const uint32_t m = c & 0x7fu;
+  const uint32_t mag =
+      sc == 0xff ? 0x7f800000u : minifloat::fp8_scaled_bits(m, int(sc) - (fnuz ? 7 : 6));
+  const bool nan = (fnuz ? c == kE4m3fnuzNaN : m == 0x7fu) || (sc == 0xff && m == 0u);
+  return nan ? kNaN32 : (uint32_t(c & 0x80u) << 24) | mag;
+}
+
+// The same rounded once to bf16, as bits.
+DSV4_HD uint32_t v4_decode_bf16_bits(uint8_t c, uint8_t sc, Fp8Flavour f) {
+  const uint32_t u = v4_decode_bits(c, sc, f);
+  return u == kNaN32 ? 0x7fc0u
+                     : ((u >> 16) & 0x8000u) | minifloat::f32_bits_to_bf16_rne(u & 0x7fffffffu);
 }
 
 // Four codes under one scale (byte k is code k): out[k] = v4_decode_bits(code k). Short path when
-// the scale keeps every product an fp32 normal and all four codes are normal (e4m3fn NaN
-// excluded): each code's exponent and fraction move into fp32's fields.
-DSV4_HD bool v4_four_normal(uint32_t codes, Fp8Flavour f) {
-  const bool normal = (((codes & 0x78787878u) + 0x78787878u) & 0x80808080u) == 0x80808080u;
-  if (f == Fp8Flavour::kE4m3fnuz) return normal;  // 0x80, the NaN, has exponent 0
-  return normal && (((codes & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) == 0;
-}
-
+// the scale keeps every product of a normal code an fp32 normal and every code has a nonzero
+// exponent field (for e4m3fn the NaN 0x7f / 0xff included, its values then replaced by the NaN;
+// e4m3fnuz's NaN 0x80 has exponent 0): each code's exponent and fraction move into fp32's fields.
+// Otherwise v4_decode_bits per code (branch-free too).
 DSV4_HD bool v4_short_scale(uint8_t sc, Fp8Flavour f) {
   const uint32_t r = f == Fp8Flavour::kE4m3fnuz ? 8u : 7u;
   return sc >= r && sc <= 239u + r;
 }
 
+// The NaN codes of a word on the short path: bit 7 of byte k for a NaN code k (none for e4m3fnuz
+// there).
+DSV4_HD uint32_t v4_short_nan_bits(uint32_t codes, Fp8Flavour f) {
+  return f == Fp8Flavour::kE4m3fnuz ? 0u : mxfp8::nan_code_bits(codes);
+}
+
 DSV4_HD void v4_decode4_bits(uint32_t codes, uint8_t sc, Fp8Flavour f, uint32_t* out) {
   const uint32_t rebias = f == Fp8Flavour::kE4m3fnuz ? 8u : 7u;
-  if (v4_short_scale(sc, f) && v4_four_normal(codes, f))
-    return mxfp8::move4_bits(codes, sc - rebias, out);
+  if (v4_short_scale(sc, f) && mxfp8::four_exponent_codes(codes)) {
+    mxfp8::move4_bits(codes, sc - rebias, out);
+    const uint32_t nan = v4_short_nan_bits(codes, f);
+    DSV4_FMT_UNROLL
+    for (int k = 0; k < 4; ++k) out[k] = (nan >> (8 * k + 7)) & 1u ? kNaN32 : out[k];
+    return;
+  }
   DSV4_FMT_UNROLL
-  for (int k = 0; k < 4; ++k) out[k] = v4_decode_exact(uint8_t(codes >> (8 * k)), sc, f);
+  for (int k = 0; k < 4; ++k) out[k] = v4_decode_bits(uint8_t(codes >> (8 * k)), sc, f);
 }
 
 // The same as bf16 pairs: out[j] holds values 2j (low half) and 2j+1, each the fp32 value rounded
 // once to bf16 (on the short path the value has 4 significant bits: its bf16 is its top half).
 DSV4_HD void v4_decode4_bf16(uint32_t codes, uint8_t sc, Fp8Flavour f, uint32_t* out) {
   const uint32_t rebias = f == Fp8Flavour::kE4m3fnuz ? 8u : 7u;
-  if (v4_short_scale(sc, f) && v4_four_normal(codes, f))
-    return mxfp8::move4_bf16(codes, sc - rebias, out);
-  auto bf = [&](int k) {
-    return uint32_t(
-        f32_to_bf16(f32_from_bits(v4_decode_exact(uint8_t(codes >> (8 * k)), sc, f))).bits);
-  };
-  out[0] = bf(0) | bf(1) << 16;
-  out[1] = bf(2) | bf(3) << 16;
+  if (v4_short_scale(sc, f) && mxfp8::four_exponent_codes(codes)) {
+    mxfp8::move4_bf16(codes, sc - rebias, out);
+    const uint32_t nan = v4_short_nan_bits(codes, f);
+    DSV4_FMT_UNROLL
+    for (int j = 0; j < 2; ++j) {
+      const uint32_t mask = mxfp8::nan_half_mask(nan, j);
+      out[j] = (out[j] & ~mask) | (0x7fc07fc0u & mask);
+    }
+    return;
+  }
+  DSV4_FMT_UNROLL
+  for (int j = 0; j < 2; ++j)
+    out[j] = v4_decode_bf16_bits(uint8_t(codes >> (16 * j)), sc, f) |
+             (v4_decode_bf16_bits(uint8_t(codes >> (16 * j + 8)), sc, f) << 16);
 }
 
 }  // namespace dsv4::kv

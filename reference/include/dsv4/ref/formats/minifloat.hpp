@@ -124,6 +124,50 @@ DSV4_HD uint32_t round_to_code(uint32_t sig, int exp, uint32_t div, uint32_t max
   return code > max_code ? max_code : code;
 }
 
+// The two codecs of the fp8 formats with 3 fraction bits (e4m3fn, e4m3fnuz) that the paged KV
+// writers and readers run per value: branch-free integer arithmetic (selects, no loop), exact.
+// In both formats the subnormals m * 2^(1 - bias - 3) share the quantum of the first normal
+// binade, so codes 0..15 are the integer multiples 0..15 of that quantum.
+
+// Magnitude code of RNE(|x| * 2^-k) for the bf16 magnitude bits a (0..0x7f80, finite or inf),
+// saturating at max_code, where b = (bf16 biased exponent) - (fp8 biased exponent) of the
+// quotient, so b = k + 127 - bias; requires b >= 0 (bf16 subnormals then land among the first 16
+// codes). With E = max(1, a >> 7) and sig the 8-bit significand (implicit bit for normals), the
+// quotient is sig * 2^(E - b - 8) fp8 quanta: d = b + 1 - E >= 0 puts it in codes 0..16, RNE of
+// sig >> (4 + d) (a carry to 16 is the next binade's first code, as it should be; sig >> 9 and
+// beyond round to 0); d < 0 puts it in binade 1 - d, whose codes start at 8 (-d).
+DSV4_HD uint32_t fp8_code_from_bf16(uint32_t a, uint32_t b, uint32_t max_code) {
+  const uint32_t e = a >> 7;
+  const uint32_t normal = e != 0u ? 1u : 0u;
+  const uint32_t sig = (a & 0x7fu) | (normal << 7);
+  const int d = int(b) + 1 - int(e + (1u - normal));
+  const uint32_t up = d < 0 ? uint32_t(-d) : 0u;  // binades above the first
+  const uint32_t down = d > 5 ? 5u : d > 0 ? uint32_t(d) : 0u;
+  const uint32_t sh = 4u + down;  // 4..9
+  const uint32_t r = (sig + (1u << (sh - 1u)) - 1u + ((sig >> sh) & 1u)) >> sh;
+  const uint32_t code = (up << 3) + r;
+  return code < max_code ? code : max_code;
+}
+
+// fp32 bits of the magnitude code c (0..0x7f) times a power of two, where ef1 is the biased fp32
+// exponent that code 0x08 (the smallest normal) gets, -9 <= ef1 <= 249: exact, an fp32 subnormal
+// where the product is one (the right shift, at most 13, drops only zero bits: the 4 significant
+// bits sit at bits 20..23), inf past the fp32 range. A subnormal code is first normalised: s = 3 -
+// msb(c) = [c < 2] + [c < 4] + [c < 8] shifts its leading bit to the implicit place (0 for normal
+// codes).
+DSV4_HD uint32_t fp8_scaled_bits(uint32_t c, int ef1) {
+  const uint32_t s = uint32_t(c < 2u) + uint32_t(c < 4u) + uint32_t(c < 8u);
+  const uint32_t n = c << s;                      // exponent field n >> 3 >= 1 (c != 0)
+  const int ef = int(n >> 3) - 1 + ef1 - int(s);  // biased fp32 exponent of the product
+  const uint32_t sh = ef < 1 ? uint32_t(1 - ef) : 0u;
+  const uint32_t eb = ef > 1 ? uint32_t(ef - 1) : 0u;
+  const uint32_t bits = ((((n & 7u) | 8u) << 20) >> sh) + (eb << 23);
+  return c == 0u ? 0u : bits < 0x7f800000u ? bits : 0x7f800000u;
+}
+
+// fp32 bits (sign clear, not NaN) rounded to bf16 bits, nearest even (inf stays inf).
+DSV4_HD uint32_t f32_bits_to_bf16_rne(uint32_t u) { return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; }
+
 // sig * 2^exp (exact integers) as fp32 with sign, rounded to nearest even when it does not fit;
 // overflow gives infinity, underflow rounds into the subnormals (and to zero).
 DSV4_HD float pack_f32(uint32_t sign, uint32_t sig, int exp) {

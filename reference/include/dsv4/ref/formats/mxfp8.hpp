@@ -25,9 +25,10 @@ inline constexpr int kBlock = 32;
 // up) gives the same e: a bf16 amax has 8 significant bits, so the quotient never rounds onto a
 // power of two it is not equal to.
 //
-// Every function below is exact integer arithmetic. The common cases take a short path (a few
-// integer operations on the bit patterns); everything else goes through the exact core; the unit
-// tests check that both give the same result on every input.
+// Every function below is exact integer arithmetic. The element codecs are branch-free formulas
+// on the bit patterns (minifloat::fp8_code_from_bf16, minifloat::fp8_scaled_bits); the word
+// readers add a shorter path for words of normal codes. The exact cores (*_exact) are the
+// references: the unit tests check that every path gives their result on every input.
 
 // Exponent e for a block maximum amax >= 0 (not NaN). With amax = 1.f * 2^k, amax / 448 =
 // (1.f / 1.75) * 2^(k-8), whose ceil-log2 is k - 8, plus one when 1.f > 1.75.
@@ -58,24 +59,17 @@ DSV4_FMT_NOINLINE DSV4_HD uint8_t encode_exact(uint16_t h, uint8_t sc) {
   return uint8_t(sign | e4m3_round(sig, exp - (int(sc) - 127)));
 }
 
-// The per-block constant of the short path: v = |h| - bias = (e8 << 7) | f, with e8 the biased e4m3
-// exponent of the quotient and f the 7 bf16 fraction bits. For scales outside [7, 246] a bf16 zero,
-// subnormal, infinity or NaN could land in the short path's range, so those scales never take it.
-DSV4_HD uint32_t encode_bias(uint8_t sc) {
-  return sc >= 7 && sc <= 246 ? uint32_t(sc - 7) << 7 : 0x80000000u;
+// encode_exact(h, sc) for every h and scale code. Scales from 7 on: branch-free
+// (minifloat::fp8_code_from_bf16 with b = sc - 7, zeros and subnormal quotients included; NaN
+// keeps a NaN code and inf saturates, selects). Below 7 a bf16 subnormal can be an e4m3
+// normal (never in a block that holds one: its amax gives a scale of at least 2^-127): the exact
+// core.
+DSV4_HD uint8_t encode(uint16_t h, uint8_t sc) {
+  if (sc < 7) return encode_exact(h, sc);
+  const uint32_t a = h & 0x7fffu, sign = (uint32_t(h) >> 8) & 0x80u;
+  const uint32_t m = minifloat::fp8_code_from_bf16(a, sc - 7u, kE4m3MaxCode);
+  return uint8_t(sign | (a > 0x7f80u ? kE4m3NaN : a == 0x7f80u ? kE4m3MaxCode : m));
 }
-
-// encode_exact(h, sc), with bias = encode_bias(sc). Short path: the quotient is an e4m3 normal
-// below 464 (v in [0x80, 0x7e8]), so the code is v with 3 of its 7 fraction bits kept, rounded to
-// nearest even (a carry moves into the exponent).
-DSV4_HD uint8_t encode(uint16_t h, uint8_t sc, uint32_t bias) {
-  const uint32_t v = (h & 0x7fffu) - bias;
-  if (v - 0x80u <= 0x768u)
-    return uint8_t(((uint32_t(h) >> 8) & 0x80u) | ((v + 7u + ((v >> 4) & 1u)) >> 4));
-  return encode_exact(h, sc);
-}
-
-DSV4_HD uint8_t encode(uint16_t h, uint8_t sc) { return encode(h, sc, encode_bias(sc)); }
 
 // Quantises one block of 32 bf16 bit patterns: q receives the 32 e4m3 codes, the return value is
 // the ue8m0 scale code. (The kernels split a block over lanes and call the same pieces.)
@@ -84,9 +78,8 @@ DSV4_HD uint8_t quantize_block(const uint16_t* x, uint8_t* q) {
   DSV4_FMT_UNROLL
   for (int i = 0; i < kBlock; ++i) minifloat::bf16_amax_add(m, x[i]);
   const uint8_t sc = block_scale(m);
-  const uint32_t bias = encode_bias(sc);
   DSV4_FMT_UNROLL
-  for (int i = 0; i < kBlock; ++i) q[i] = encode(x[i], sc, bias);
+  for (int i = 0; i < kBlock; ++i) q[i] = encode(x[i], sc);
   return sc;
 }
 
@@ -100,27 +93,40 @@ DSV4_FMT_NOINLINE DSV4_HD uint32_t decode_exact(uint8_t c, uint8_t sc) {
   return f32_bits(minifloat::pack_f32(p.sign, p.sig, p.exp + int(sc) - 127));
 }
 
-// Short path of decoding: for scales in [7, 246] a normal e4m3 code (magnitude 0x08..0x7e) is an
-// fp32 normal whose exponent is the code's plus sc - 7 (rebiased) and whose fraction is the code's.
-DSV4_HD bool decode_short_scale(uint8_t sc) { return sc >= 7 && sc <= 246; }
-
+// decode_exact(c, sc) for every code and scale, branch-free: minifloat::fp8_scaled_bits (exact,
+// fp32 subnormals and inf included), the sign, and NaN selected for a NaN code or the NaN scale.
 DSV4_HD uint32_t decode_bits(uint8_t c, uint8_t sc) {
-  if (decode_short_scale(sc) && uint32_t(c & 0x7fu) - 8u <= 0x76u)
-    return (uint32_t(c & 0x80u) << 24) | ((uint32_t(c & 0x7fu) << 20) + (uint32_t(sc - 7) << 23));
-  return decode_exact(c, sc);
+  const uint32_t m = c & 0x7fu;
+  const uint32_t v = (uint32_t(c & 0x80u) << 24) | minifloat::fp8_scaled_bits(m, int(sc) - 6);
+  return sc == kUe8m0NaN || m == 0x7fu ? 0x7fc00000u : v;
 }
 
 DSV4_HD float decode(uint8_t c, uint8_t sc) { return f32_from_bits(decode_bits(c, sc)); }
-// The bf16 output is the fp32 value rounded once to bf16 (exact but for fp32 subnormals).
-DSV4_HD bf16 decode_bf16(uint8_t c, uint8_t sc) { return f32_to_bf16(decode(c, sc)); }
 
-// Whether all four codes of a word (byte k is code k) are e4m3 normals that are not NaN: byte-wise,
-// (c & 0x78) + 0x78 reaches bit 7 exactly when the exponent is not 0, and (c & 0x7f) + 1 reaches it
-// exactly when the magnitude is 0x7f; neither carries into the next byte.
-DSV4_HD bool four_normal_codes(uint32_t codes) {
-  const bool normal = (((codes & 0x78787878u) + 0x78787878u) & 0x80808080u) == 0x80808080u;
-  const bool nan = (((codes & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u) != 0;
-  return normal && !nan;
+// decode_bits(c, sc) rounded once to bf16 (exact but for fp32 subnormals), as bits.
+DSV4_HD uint32_t decode_bf16_bits(uint8_t c, uint8_t sc) {
+  const uint32_t m = c & 0x7fu;
+  const uint32_t v = (uint32_t(c & 0x80u) << 8) |
+                     minifloat::f32_bits_to_bf16_rne(minifloat::fp8_scaled_bits(m, int(sc) - 6));
+  return sc == kUe8m0NaN || m == 0x7fu ? 0x7fc0u : v;
+}
+DSV4_HD bf16 decode_bf16(uint8_t c, uint8_t sc) { return bf16{uint16_t(decode_bf16_bits(c, sc))}; }
+
+// The word-at-a-time readers' short path: scales in [7, 246], where a normal e4m3 code (exponent
+// field 1..15, the NaN 0x7f / 0xff included) is an fp32 normal whose exponent is the code's plus
+// sc - 7 (rebiased) and whose fraction is the code's.
+DSV4_HD bool decode_short_scale(uint8_t sc) { return sc >= 7 && sc <= 246; }
+
+// Bit 7 of byte k is set where code k (byte k of the word) is a NaN, 0x7f or 0xff:
+// (c & 0x7f) + 1 reaches bit 7 exactly then, and never carries into the next byte.
+DSV4_HD uint32_t nan_code_bits(uint32_t codes) {
+  return ((codes & 0x7f7f7f7fu) + 0x01010101u) & 0x80808080u;
+}
+
+// Whether every code of the word has a nonzero exponent field (normal or NaN): byte-wise,
+// (c & 0x78) + 0x78 reaches bit 7 exactly then.
+DSV4_HD bool four_exponent_codes(uint32_t codes) {
+  return (((codes & 0x78787878u) + 0x78787878u) & 0x80808080u) == 0x80808080u;
 }
 
 // The short paths of the word-at-a-time readers: four normal fp8 codes (byte k is code k, 3
@@ -148,22 +154,47 @@ DSV4_HD void move4_bf16(uint32_t codes, uint32_t rebias, uint32_t* out) {
   }
 }
 
-// Four codes (byte k is code k) under one scale: out[k] = decode_bits(code k, sc).
+// The bf16 pairs of a word's NaN codes: 0xffff in half h of the result where code 2 j + h is NaN
+// (nan = nan_code_bits of the word).
+DSV4_HD uint32_t nan_half_mask(uint32_t nan, int j) {
+  const uint32_t b = nan >> (16 * j);  // bit 7: code 2j, bit 15: code 2j + 1
+  return (((b >> 7) & 1u) | ((b & 0x8000u) << 1)) * 0xffffu;
+}
+
+// Four codes (byte k is code k) under one scale: out[k] = decode_bits(code k, sc). Short path for
+// the scales of decode_short_scale when every exponent field is nonzero: move4_bits, then the NaN
+// codes' values replaced by the NaN (selects). Otherwise decode_bits per code (branch-free too).
 DSV4_HD void decode4_bits(uint32_t codes, uint8_t sc, uint32_t* out) {
-  if (decode_short_scale(sc) && four_normal_codes(codes)) return move4_bits(codes, sc - 7u, out);
+  if (decode_short_scale(sc) && four_exponent_codes(codes)) {
+    move4_bits(codes, sc - 7u, out);
+    const uint32_t nan = nan_code_bits(codes);
+    DSV4_FMT_UNROLL
+    for (int k = 0; k < 4; ++k) out[k] = (nan >> (8 * k + 7)) & 1u ? 0x7fc00000u : out[k];
+    return;
+  }
   DSV4_FMT_UNROLL
   for (int k = 0; k < 4; ++k) out[k] = decode_bits(uint8_t(codes >> (8 * k)), sc);
 }
 
 // Four codes under one scale as bf16: out[j] holds values 2j (low half) and 2j+1 (high half), each
 // decode_bf16(code, sc). On the short path the fp32 value has 4 significant bits, so its bf16 is
-// its top half: sign, then exponent and fraction shifted into place, for two values at once.
+// its top half: sign, then exponent and fraction shifted into place, for two values at once; the
+// halves of NaN codes then take 0x7fc0 through a mask.
 DSV4_HD void decode4_bf16(uint32_t codes, uint8_t sc, uint32_t* out) {
-  if (decode_short_scale(sc) && four_normal_codes(codes)) return move4_bf16(codes, sc - 7u, out);
+  if (decode_short_scale(sc) && four_exponent_codes(codes)) {
+    move4_bf16(codes, sc - 7u, out);
+    const uint32_t nan = nan_code_bits(codes);
+    DSV4_FMT_UNROLL
+    for (int j = 0; j < 2; ++j) {
+      const uint32_t mask = nan_half_mask(nan, j);
+      out[j] = (out[j] & ~mask) | (0x7fc07fc0u & mask);
+    }
+    return;
+  }
   DSV4_FMT_UNROLL
   for (int j = 0; j < 2; ++j)
-    out[j] = uint32_t(decode_bf16(uint8_t(codes >> (16 * j)), sc).bits) |
-             (uint32_t(decode_bf16(uint8_t(codes >> (16 * j + 8)), sc).bits) << 16);
+    out[j] = decode_bf16_bits(uint8_t(codes >> (16 * j)), sc) |
+             (decode_bf16_bits(uint8_t(codes >> (16 * j + 8)), sc) << 16);
 }
 
 }  // namespace dsv4::mxfp8
