@@ -234,7 +234,10 @@ struct DequantizeArgs {
 // bytes; fp32 takes the grouped kernel below by default); one scale per lane (kV <= every tile);
 // no cross-lane work. The bytes of v4's raw tail and of the codes go through one buffer, so every
 // layout issues its loads the same way (on an H200 this took v4 to bf16 from 36.4 to 32.8 us).
-template <int kLayout, class Out>
+// kGroup (v41 to bf16): the lane's words through kv::v41_decode_words_bf16 (one scale check for
+// the group; subnormal codes on the short path) instead of mxfp8::decode4_bf16 per word (whose
+// short path leaves subnormal codes to the integer decode).
+template <int kLayout, class Out, bool kGroup>
 __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) {
   constexpr PageLayout P = page_layout(KvLayout(kLayout));
   constexpr bool kF32 = sizeof(Out) == 4;
@@ -275,6 +278,8 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
     DSV4_FMT_UNROLL
     for (int j = 0; j < kOutWords; ++j)
       w[j] = kF32 ? (j % 2 ? codes[j / 2] & 0xffff0000u : codes[j / 2] << 16) : codes[j];
+  } else if constexpr (P.id == KvLayout::kV41 && !kF32 && kGroup) {
+    kv::v41_decode_words_bf16<kV / 4>(codes, sc, w);
   } else if constexpr (P.id == KvLayout::kV41) {
     DSV4_FMT_UNROLL
     for (int k = 0; k < kV / 4; ++k) {
@@ -455,7 +460,10 @@ void launch_dequantize(int variant, const DequantizeArgs& a, hipStream_t st) {
     }
   }
   const dim3 grid = grid_for(a.n_rows, kTokenValues / dequant_values<Out>());
-  gpu::launch(dequantize_kernel<kLayout, Out>, grid, block, 0, st, a);
+  if constexpr (sizeof(Out) == 2 && kLayout == int(KvLayout::kV41))
+    if (variant == 0)
+      return gpu::launch(dequantize_kernel<kLayout, Out, true>, grid, block, 0, st, a);
+  gpu::launch(dequantize_kernel<kLayout, Out, false>, grid, block, 0, st, a);
 }
 
 template <class Out>

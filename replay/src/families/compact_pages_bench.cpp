@@ -32,6 +32,8 @@ std::vector<BenchRow> CompactPagesCase::bench_rows() {
       for (int V : {16, 32})
         rows.push_back({shape(CompactOp::kQuantize, l, kTokens, V, 1), {}, "the other encoder"});
     rows.push_back({shape(CompactOp::kDequantizeBf16, l, kTokens, 0, 0), targets});
+    if (l == KvLayout::kV41)  // the per-word bf16 reader
+      rows.push_back({shape(CompactOp::kDequantizeBf16, l, kTokens, 0, 1), {}, "variant 1"});
     rows.push_back({shape(CompactOp::kDequantizeF32, l, kTokens, 0, 0), targets});
     rows.push_back({shape(CompactOp::kDequantizeF32, l, kTokens, 0, 1), {}, "variant 1"});
   }

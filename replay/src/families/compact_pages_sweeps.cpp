@@ -69,6 +69,11 @@ std::vector<Point> compact_pages_options_sweep() {
     v.push_back(point(CompactOp::kDequantizeF32, l, 7, 1000, 0, 528, Launch::kEager, 1));
     v.push_back(point(CompactOp::kDequantizeF32, l, 64, 4096, 0, 0, Launch::kEager, 1));
     v.push_back(point(CompactOp::kDequantizeF32, l, 2, 999, 0, 0, Launch::kGraph, 1));
+    // The other bf16 reader (variant 1; v41 has two): odd pages and a stride, a large batch, a
+    // graph.
+    v.push_back(point(CompactOp::kDequantizeBf16, l, 7, 1000, 0, 520, Launch::kEager, 1));
+    v.push_back(point(CompactOp::kDequantizeBf16, l, 64, 4096, 0, 0, Launch::kEager, 1));
+    v.push_back(point(CompactOp::kDequantizeBf16, l, 2, 999, 0, 0, Launch::kGraph, 1));
   }
   return v;
 }

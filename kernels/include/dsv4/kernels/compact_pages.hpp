@@ -48,8 +48,10 @@ void quantize(KvLayout l, int64_t page_size, const bf16* src, int64_t src_stride
               int64_t* errors, gpu::Stream s, const Options& opt = {});
 
 // The dequantise kernel, both giving the same bytes: 0 the default (fp32 output: 4 groups of 4
-// values per lane whose warp stores cover whole lines, streaming stores), 1 (fp32 output) 8
-// consecutive values per lane. bf16 output has one kernel; either variant takes it.
+// values per lane whose warp stores cover whole lines, streaming stores; v41 to bf16: a lane's 16
+// codes decoded as one group, subnormal codes on the short path), 1 (fp32 output) 8 consecutive
+// values per lane, (v41 to bf16) each word of 4 codes decoded alone. The other layouts' bf16
+// output has one kernel; either variant takes it.
 inline constexpr int kDequantVariants = 2;
 struct DequantOptions {
   int variant = 0;
