@@ -297,7 +297,8 @@ class RoundTrip : public DrawnCase {
 TEST_F(RoundTrip, Smoke) { check("smoke", {"n=1000", "n=64,fault=5,at=3"}); }
 TEST_F(RoundTrip, KvStore) {
   check("kv_store", {"T=64,R=99,W=64", "T=7,R=13,W=512,lanes=32",
-                     "T=16,R=27,W=64,src_stride=128,pool_stride=72,lanes=16,order-sensitive"});
+                     "T=16,R=27,W=64,src_stride=128,pool_stride=72,lanes=16,order-sensitive",
+                     "T=7,R=13,W=576,lanes=16,any-order"});
 }
 TEST_F(RoundTrip, CompactPages) {
   check("compact_pages",
@@ -418,6 +419,9 @@ TEST_F(DrawnCase, BadUsageExitsTwoNamingTheKeyAndAnUnwritableFileThree) {
   r = cli({"--draw", "sampling_renorm", "--sweep", "nightly"});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("sweeps: gpu, hostile, boundary"));
+  r = cli({"--draw", "kv_store", "--shape", "T=4,R=8,any-order"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("any-order needs lanes=N"));
   r = cli({"--draw", "no_such_family"});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("unknown family"));

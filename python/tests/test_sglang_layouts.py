@@ -1,0 +1,57 @@
+"""The case layouts of SGLang's conventions (the families' `sglang` sweeps): each op registered for
+one applies to a drawn case of it, its stand-in matches the reference there, and the same outputs
+with one written value changed are a MISMATCH."""
+
+import os
+
+import pytest
+import torch
+
+from dsv4ci import ops, replay
+from dsv4ci.case import Case
+from dsv4ci.live import LiveCase
+
+# (op, family, the shape drawn: a point of the family's sglang sweep, the output planted)
+LAYOUTS = [
+    ("deepseek_v4_rope.fused_norm_rope_inplace_triton", "kv_store",
+     "T=64,R=99,W=512,lanes=32,any-order", "pool"),
+]
+
+
+def _op(name):
+    return {o.name: o for o in ops.all_ops()}[name]
+
+
+def _planted(got, start, name):
+    """got with the first element of output `name` the op wrote (where it differs from the start
+    state) moved by half its magnitude plus 0.25."""
+    t = got[name].clone()
+    flat, before = t.view(-1), start.reshape(-1)
+    written = (flat.float() != before.float()) & flat.float().isfinite()
+    assert bool(written.any()), f"the op wrote no finite {name}"
+    i = int(written.nonzero()[0])
+    x = float(flat[i])
+    flat[i] = x + 0.5 * abs(x) + 0.25
+    return dict(got, **{name: t})
+
+
+@pytest.mark.parametrize("op_name,family,spec,planted", LAYOUTS, ids=[x[2] for x in LAYOUTS])
+def test_standin_matches_on_the_layout_and_a_changed_value_does_not(op_name, family, spec, planted,
+                                                                    tool, tmp_path):
+    op = _op(op_name)
+    assert op.family == family and "sglang" in op.sweeps
+    case = Case.load(replay.draw(tool, family, tmp_path / "drawn", shape=spec, seed=7)[0])
+    live = LiveCase(case, "cpu", tool, str(tmp_path / "kept"), label=op.name,
+                    source="dsv4-standin")
+    assert op.applies(live) is None
+    fn = op.function(standin=True)
+    assert live.run(lambda lc: op.call(fn, lc)).ok
+
+    live.reset()
+    live._store(op.call(fn, live))
+    got = _planted(live._outputs_cpu(), case.start_state(planted), planted)
+    path = os.path.join(tmp_path, "planted.safetensors")
+    case.with_got(got, **{"dsv4.source": "dsv4-standin"}).save(path)
+    v = replay.judge(tool, path)
+    assert v.exit_code == replay.EXIT_MISMATCH and v.verdict == "mismatch", v.summary()
+    assert any(o["name"] == planted and not o["ok"] for o in v.report["outputs"]), v.summary()
