@@ -2,6 +2,7 @@
 one applies to a drawn case of it, its stand-in matches the reference there, and the same outputs
 with one written value changed are a MISMATCH."""
 
+import functools
 import os
 
 import pytest
@@ -10,11 +11,23 @@ import torch
 from dsv4ci import ops, replay
 from dsv4ci.case import Case
 from dsv4ci.live import LiveCase
+from dsv4ci.standins import sparse_decode as sd
 
-# (op, family, the shape drawn: a point of the family's sglang sweep, the output planted)
+# triton_flashmla's stand-in with fp32 scores: SGLang's bf16 scores are outside the reference's
+# tolerance wherever they run (test_sparse_decode), so the mapping is judged with FlashMLA's.
+FP32_SCORES = functools.partial(sd.flash_mla_with_kvcache_triton, bf16_scores=False)
+
+# (op, family, the shape drawn: a point of the family's sglang sweep, the output planted, the
+# function run: None for the op's stand-in)
 LAYOUTS = [
     ("deepseek_v4_rope.fused_norm_rope_inplace_triton", "kv_store",
-     "T=64,R=99,W=512,lanes=32,any-order", "pool"),
+     "T=64,R=99,W=512,lanes=32,any-order", "pool", None),
+    ("compact_attention_hip.compact_attention_hip", "sparse_decode",
+     "B=4,H=16,K=576,v41,P=64,extra=v41_fp4,Ke=64,Pe=1,finite-sinks", "out", None),
+    ("compact_attention_hip.compact_attention_hip", "sparse_decode",
+     "B=1,H=16,K=64,v41_fp4,P=64,extra=v41,Ke=32,Pe=1,S=2,rope,finite-sinks", "out", None),
+    ("triton_flashmla.flash_mla_with_kvcache_triton", "sparse_decode",
+     "B=2,H=16,K=2048,v4,P=64,extra=v4,Ke=64,Pe=64,finite-sinks", "out", FP32_SCORES),
 ]
 
 
@@ -35,16 +48,16 @@ def _planted(got, start, name):
     return dict(got, **{name: t})
 
 
-@pytest.mark.parametrize("op_name,family,spec,planted", LAYOUTS, ids=[x[2] for x in LAYOUTS])
+@pytest.mark.parametrize("op_name,family,spec,planted,fn", LAYOUTS, ids=[x[2] for x in LAYOUTS])
 def test_standin_matches_on_the_layout_and_a_changed_value_does_not(op_name, family, spec, planted,
-                                                                    tool, tmp_path):
+                                                                    fn, tool, tmp_path):
     op = _op(op_name)
     assert op.family == family and "sglang" in op.sweeps
     case = Case.load(replay.draw(tool, family, tmp_path / "drawn", shape=spec, seed=7)[0])
     live = LiveCase(case, "cpu", tool, str(tmp_path / "kept"), label=op.name,
-                    source="dsv4-standin")
-    assert op.applies(live) is None
-    fn = op.function(standin=True)
+                    source="dsv4-standin" if fn is None else "sglang")
+    assert op.applies(live) is None, op.applies(live)
+    fn = fn or op.function(standin=True)
     assert live.run(lambda lc: op.call(fn, lc)).ok
 
     live.reset()

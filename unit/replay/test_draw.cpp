@@ -330,7 +330,8 @@ TEST_F(RoundTrip, SplitCombine) {
 }
 TEST_F(RoundTrip, SparseDecode) {
   check("sparse_decode",
-        {"B=1,H=16,K=64,v41,P=1", "B=4,H=16,K=576,v41,P=64,extra=v41_fp4,Ke=64,Pe=1,S=4,rope"});
+        {"B=1,H=16,K=64,v41,P=1", "B=4,H=16,K=576,v41,P=64,extra=v41_fp4,Ke=64,Pe=1,S=4,rope",
+         "B=2,H=16,K=64,v4,P=16,finite-sinks"});
 }
 
 TEST_F(RoundTrip, EveryRegisteredFamilyDraws) {
