@@ -28,6 +28,10 @@ LAYOUTS = [
      "B=1,H=16,K=64,v41_fp4,P=64,extra=v41,Ke=32,Pe=1,S=2,rope,finite-sinks", "out", None),
     ("triton_flashmla.flash_mla_with_kvcache_triton", "sparse_decode",
      "B=2,H=16,K=2048,v4,P=64,extra=v4,Ke=64,Pe=64,finite-sinks", "out", FP32_SCORES),
+    ("decode_attention_sm100._combine", "split_combine", "B=8,S=4,H=16,D=512,sink,sglang-natural",
+     "out", None),
+    ("decode_attention_sm100._combine", "split_combine", "B=2,S=16,H=128,D=512,sglang-natural",
+     "out", None),
 ]
 
 

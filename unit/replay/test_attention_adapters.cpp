@@ -66,6 +66,36 @@ TEST_F(AttentionAdapters, SplitCombineCaseReplaysBitwise) {
   EXPECT_THAT(r.report, HasSubstr("[7, 1, 5]"));
 }
 
+// The sglang sweep: SM100's caller's merge, D = 512 and no inverse RoPE; each point in SGLang's
+// natural (acc, m, l) layout draws no RoPE table and replays its reference outputs bit for bit,
+// and one value changed is a mismatch.
+TEST_F(AttentionAdapters, SplitCombineSglangSweepMergesWithoutTheInverseRope) {
+  const uint64_t seed = fx::test_seed();
+  const auto points = cases::split_combine_sglang_sweep();
+  ASSERT_FALSE(points.empty());
+  for (const auto& p : points) {
+    cases::SplitCombineShape s = p.shape;
+    s.unnormalised = true;
+    s.m2 = false;  // sglang-natural
+    const cases::SplitCombineCase k(s);
+    DSV4_CASE(seed, k.name());
+    EXPECT_EQ(s.D, 512);
+    EXPECT_THAT(k.name(), ::testing::Not(HasSubstr("rope")));
+    fx::Rng rng(seed);
+    fx::Case c = case_with_reference_outputs(k, k.draw(rng));
+    EXPECT_EQ(c.inputs.count("cos_sin") + c.inputs.count("positions"), 0u);
+    EXPECT_EQ(c.inputs.count("acc"), 1u);
+    EXPECT_EQ(replay(c, "sglang").exit_code, 0);
+    auto out = c.got.at("out").values<bf16>();
+    size_t i = 0;
+    while (i < out.size() && bf16_to_f32(out[i]) == 0) ++i;
+    ASSERT_LT(i, out.size()) << "an all-zero output";
+    out[i] = f32_to_bf16(bf16_to_f32(out[i]) * 1.5f + 0.25f);
+    c.got["out"] = st::Tensor::of<bf16>(c.got.at("out").shape, out);
+    EXPECT_EQ(replay(c, "sglang_changed").exit_code, 1);
+  }
+}
+
 TEST_F(AttentionAdapters, SplitCombineCaseThatDoesNotFitNamesTheTensor) {
   fx::Rng rng(fx::test_seed());
   const cases::SplitCombineCase k({2, 2, 2, 8, {}});

@@ -326,7 +326,7 @@ TEST_F(RoundTrip, SamplingRenorm) {
 TEST_F(RoundTrip, SplitCombine) {
   check("split_combine",
         {"B=8,S=3,H=2,D=64,sink,rope,weights-per-lane", "B=2,S=4,H=2,D=64,sink,sglang-natural",
-         "B=8,S=5,H=2,D=64,sink,rope,order-sensitive"});
+         "B=8,S=5,H=2,D=64,sink,rope,order-sensitive", "B=3,S=33,H=7,D=512,sink,sglang-natural"});
 }
 TEST_F(RoundTrip, SparseDecode) {
   check("sparse_decode",
