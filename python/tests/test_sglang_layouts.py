@@ -32,6 +32,10 @@ LAYOUTS = [
      "out", None),
     ("decode_attention_sm100._combine", "split_combine", "B=2,S=16,H=128,D=512,sglang-natural",
      "out", None),
+    ("candidate_blocks.candidate_block_indices", "candidate_blocks",
+     "B=5,width=8193,len=1000,bs=64,nb=16,K=0,ties", "blocks", None),
+    ("candidate_blocks_hip.select_candidate_blocks_hip", "candidate_blocks",
+     "B=5,width=8193,ragged,bs=128,nb=16,K=0,hostile", "blocks", None),
 ]
 
 
@@ -41,14 +45,18 @@ def _op(name):
 
 def _planted(got, start, name):
     """got with the first element of output `name` the op wrote (where it differs from the start
-    state) moved by half its magnitude plus 0.25."""
+    state) changed: a float moved by half its magnitude plus 0.25, an index made 2^30 (no block,
+    key or pad value of any case here)."""
     t = got[name].clone()
     flat, before = t.view(-1), start.reshape(-1)
-    written = (flat.float() != before.float()) & flat.float().isfinite()
+    if t.is_floating_point():
+        written = (flat.float() != before.float()) & flat.float().isfinite()
+    else:
+        written = flat != before
     assert bool(written.any()), f"the op wrote no finite {name}"
     i = int(written.nonzero()[0])
     x = float(flat[i])
-    flat[i] = x + 0.5 * abs(x) + 0.25
+    flat[i] = x + 0.5 * abs(x) + 0.25 if t.is_floating_point() else 2 ** 30
     return dict(got, **{name: t})
 
 

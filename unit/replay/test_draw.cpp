@@ -317,7 +317,8 @@ TEST_F(RoundTrip, IndexerTopk) {
 }
 TEST_F(RoundTrip, CandidateBlocks) {
   check("candidate_blocks", {"B=5,width=300,len=200,bs=7,nb=16,K=64,W=16",
-                             "B=3,width=1000,ragged,bs=64,nb=8,K=128,W=32,hostile"});
+                             "B=3,width=1000,ragged,bs=64,nb=8,K=128,W=32,hostile",
+                             "B=4,width=700,len=650,bs=8,nb=16,K=0,ties"});
 }
 TEST_F(RoundTrip, SamplingRenorm) {
   check("sampling_renorm", {"B=4,V=1025,top-p,boundary,fused", "B=3,V=2000,softmax,multi-launch",
