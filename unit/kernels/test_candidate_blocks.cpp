@@ -31,6 +31,7 @@ TEST_P(CandidateBlocksSweep, MatchesReference) {
 }
 
 DSV4_CASE_SWEEP(CandidateBlocksSweep, cases::candidate_blocks_gpu_sweep());
+DSV4_CASE_SWEEP_AS(Sglang, CandidateBlocksSweep, cases::candidate_blocks_sglang_sweep());
 
 class CandidateBlocks : public fx::GpuTest {};
 

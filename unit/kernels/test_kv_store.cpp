@@ -88,6 +88,7 @@ TEST_P(KvStoreSweep, WholePoolMatchesReference) {
 
 DSV4_CASE_SWEEP(KvStoreSweep, cases::kv_store_gpu_sweep());
 DSV4_CASE_SWEEP_AS(Axes, KvStoreSweep, cases::kv_store_strided_graph_sweep());
+DSV4_CASE_SWEEP_AS(Sglang, KvStoreSweep, cases::kv_store_sglang_sweep());
 
 // ---- hostile inputs, duplicates -------------------------------------------------------------
 

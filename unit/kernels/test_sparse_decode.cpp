@@ -50,6 +50,7 @@ TEST_P(SparseDecodeSweep, WithinDerivedToleranceOfFp64) {
 }
 
 DSV4_CASE_SWEEP(SparseDecodeSweep, cases::sparse_decode_gpu_sweep());
+DSV4_CASE_SWEEP_AS(Sglang, SparseDecodeSweep, cases::sparse_decode_sglang_sweep());
 
 class SparseDecode : public fx::GpuTest {};
 

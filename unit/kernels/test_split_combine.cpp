@@ -55,6 +55,7 @@ TEST_P(SplitCombineSweep, BitwiseToFp32OrderAndCloseToFp64) {
 }
 
 DSV4_CASE_SWEEP(SplitCombineSweep, cases::split_combine_gpu_sweep());
+DSV4_CASE_SWEEP_AS(Sglang, SplitCombineSweep, cases::split_combine_sglang_sweep());
 
 class SplitCombine : public fx::GpuTest {};
 

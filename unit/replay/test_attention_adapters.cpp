@@ -5,7 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,36 @@ TEST_F(AttentionAdapters, SplitCombineCaseReplaysBitwise) {
   const Result r = replay(c, "planted");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.report, HasSubstr("[7, 1, 5]"));
+}
+
+// The sglang sweep: SM100's caller's merge, D = 512 and no inverse RoPE; each point in SGLang's
+// natural (acc, m, l) layout draws no RoPE table and replays its reference outputs bit for bit,
+// and one value changed is a mismatch.
+TEST_F(AttentionAdapters, SplitCombineSglangSweepMergesWithoutTheInverseRope) {
+  const uint64_t seed = fx::test_seed();
+  const auto points = cases::split_combine_sglang_sweep();
+  ASSERT_FALSE(points.empty());
+  for (const auto& p : points) {
+    cases::SplitCombineShape s = p.shape;
+    s.unnormalised = true;
+    s.m2 = false;  // sglang-natural
+    const cases::SplitCombineCase k(s);
+    DSV4_CASE(seed, k.name());
+    EXPECT_EQ(s.D, 512);
+    EXPECT_THAT(k.name(), ::testing::Not(HasSubstr("rope")));
+    fx::Rng rng(seed);
+    fx::Case c = case_with_reference_outputs(k, k.draw(rng));
+    EXPECT_EQ(c.inputs.count("cos_sin") + c.inputs.count("positions"), 0u);
+    EXPECT_EQ(c.inputs.count("acc"), 1u);
+    EXPECT_EQ(replay(c, "sglang").exit_code, 0);
+    auto out = c.got.at("out").values<bf16>();
+    size_t i = 0;
+    while (i < out.size() && bf16_to_f32(out[i]) == 0) ++i;
+    ASSERT_LT(i, out.size()) << "an all-zero output";
+    out[i] = f32_to_bf16(bf16_to_f32(out[i]) * 1.5f + 0.25f);
+    c.got["out"] = st::Tensor::of<bf16>(c.got.at("out").shape, out);
+    EXPECT_EQ(replay(c, "sglang_changed").exit_code, 1);
+  }
 }
 
 TEST_F(AttentionAdapters, SplitCombineCaseThatDoesNotFitNamesTheTensor) {
@@ -125,6 +157,42 @@ TEST_F(AttentionAdapters, SparseDecodeWithinToleranceMatchesOutsideDoesNot) {
   const Result r = replay(c, "outside");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.report, HasSubstr("out_lse"));
+}
+
+// "finite-sinks" (the sglang sweep): every head's sink finite over many seeds, where the default
+// draw mixes +-inf in; the vars are read back from the file; a file stating finite-sinks whose
+// sinks hold an infinity is refused (exit 2) naming dsv4.shape.
+TEST_F(AttentionAdapters, SparseDecodeFiniteSinksCaseHoldsOnlyFiniteSinks) {
+  const uint64_t seed = fx::test_seed();
+  cases::SparseDecodeShape s = cases::spread_shape(2, 64, 64, KvLayout::kV4, 16);
+  s.finite_sinks = true;
+  const cases::SparseDecodeCase k(s);
+  DSV4_CASE(seed, k.name());
+  EXPECT_THAT(k.name(), HasSubstr("finite-sinks"));
+  int mixed_inf = 0;
+  for (uint64_t i = 0; i < 8; ++i) {
+    fx::Rng rng(seed + i);
+    for (float x : k.draw(rng).at("sink").values<float>()) EXPECT_TRUE(std::isfinite(x)) << x;
+    fx::Rng rng2(seed + i);
+    for (float x : cases::SparseDecodeCase(cases::spread_shape(2, 64, 64, KvLayout::kV4, 16))
+                       .draw(rng2)
+                       .at("sink")
+                       .values<float>())
+      mixed_inf += !std::isfinite(x);
+  }
+  EXPECT_GT(mixed_inf, 0) << "the default draw mixes infinite sinks in";
+
+  fx::Rng rng(seed);
+  fx::Case c = case_with_reference_outputs(k, k.draw(rng));
+  c.metadata["dsv4.shape"] = k.shape_spec();
+  EXPECT_EQ(find_family("sparse_decode")->make(c).k->shape_spec(), k.shape_spec());
+  EXPECT_EQ(replay(c, "finite").exit_code, 0);
+  auto sink = c.inputs.at("sink").values<float>();
+  sink[3] = std::numeric_limits<float>::infinity();
+  c.inputs["sink"] = st::Tensor::of<float>(sink);  // refused before any output is judged
+  const Result r = replay(c, "inf_sink");
+  EXPECT_EQ(r.exit_code, 2) << r.report;
+  EXPECT_THAT(r.report, HasSubstr("dsv4.shape"));
 }
 
 TEST_F(AttentionAdapters, SparseDecodeRejectsAnUnacceptedLayoutPair) {

@@ -297,7 +297,8 @@ class RoundTrip : public DrawnCase {
 TEST_F(RoundTrip, Smoke) { check("smoke", {"n=1000", "n=64,fault=5,at=3"}); }
 TEST_F(RoundTrip, KvStore) {
   check("kv_store", {"T=64,R=99,W=64", "T=7,R=13,W=512,lanes=32",
-                     "T=16,R=27,W=64,src_stride=128,pool_stride=72,lanes=16,order-sensitive"});
+                     "T=16,R=27,W=64,src_stride=128,pool_stride=72,lanes=16,order-sensitive",
+                     "T=7,R=13,W=576,lanes=16,any-order"});
 }
 TEST_F(RoundTrip, CompactPages) {
   check("compact_pages",
@@ -316,7 +317,8 @@ TEST_F(RoundTrip, IndexerTopk) {
 }
 TEST_F(RoundTrip, CandidateBlocks) {
   check("candidate_blocks", {"B=5,width=300,len=200,bs=7,nb=16,K=64,W=16",
-                             "B=3,width=1000,ragged,bs=64,nb=8,K=128,W=32,hostile"});
+                             "B=3,width=1000,ragged,bs=64,nb=8,K=128,W=32,hostile",
+                             "B=4,width=700,len=650,bs=8,nb=16,K=0,ties"});
 }
 TEST_F(RoundTrip, SamplingRenorm) {
   check("sampling_renorm", {"B=4,V=1025,top-p,boundary,fused", "B=3,V=2000,softmax,multi-launch",
@@ -325,11 +327,12 @@ TEST_F(RoundTrip, SamplingRenorm) {
 TEST_F(RoundTrip, SplitCombine) {
   check("split_combine",
         {"B=8,S=3,H=2,D=64,sink,rope,weights-per-lane", "B=2,S=4,H=2,D=64,sink,sglang-natural",
-         "B=8,S=5,H=2,D=64,sink,rope,order-sensitive"});
+         "B=8,S=5,H=2,D=64,sink,rope,order-sensitive", "B=3,S=33,H=7,D=512,sink,sglang-natural"});
 }
 TEST_F(RoundTrip, SparseDecode) {
   check("sparse_decode",
-        {"B=1,H=16,K=64,v41,P=1", "B=4,H=16,K=576,v41,P=64,extra=v41_fp4,Ke=64,Pe=1,S=4,rope"});
+        {"B=1,H=16,K=64,v41,P=1", "B=4,H=16,K=576,v41,P=64,extra=v41_fp4,Ke=64,Pe=1,S=4,rope",
+         "B=2,H=16,K=64,v4,P=16,finite-sinks"});
 }
 
 TEST_F(RoundTrip, EveryRegisteredFamilyDraws) {
@@ -418,6 +421,9 @@ TEST_F(DrawnCase, BadUsageExitsTwoNamingTheKeyAndAnUnwritableFileThree) {
   r = cli({"--draw", "sampling_renorm", "--sweep", "nightly"});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("sweeps: gpu, hostile, boundary"));
+  r = cli({"--draw", "kv_store", "--shape", "T=4,R=8,any-order"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.err, HasSubstr("any-order needs lanes=N"));
   r = cli({"--draw", "no_such_family"});
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, HasSubstr("unknown family"));

@@ -178,6 +178,32 @@ TEST_F(Foreign, CandidateBlocksNormalisesPublishedListsAndTakesTiedBlocks) {
   EXPECT_EQ(replay(c, "padded").exit_code, 0) << replay(c, "padded").report;
 }
 
+// Level one alone (no in.K, the sglang sweep's K = 0): blocks is the only output, judged as a
+// published list (score order, num_blocks padding); a wrong block fails; the case reads back
+// as K=0 and the reference publishes no keys.
+TEST_F(Foreign, CandidateBlocksLevelOneAloneJudgesTheBlocksOnly) {
+  fx::Tensors in;
+  in["scores"] = st::Tensor::of<float>({1, 8}, {0, 2, 2, 5, 2, -kInf, 2, 1});
+  in["lens"] = st::Tensor::of<int32_t>({8});
+  in["bs"] = st::Tensor::scalar<int64_t>(2);
+  in["nb"] = st::Tensor::scalar<int64_t>(3);
+  fx::Case c =
+      sglang_case("candidate_blocks", in, {{"blocks", st::Tensor::of<int32_t>({1, 3}, {3, 1, 2})}});
+  const Family* fam = find_family("candidate_blocks");
+  const Family::Bound b = fam->make(c);
+  EXPECT_THAT(b.k->shape_spec(), HasSubstr("K=0"));
+  const Outputs want = fam->reference(c);
+  EXPECT_EQ(want.count("keys"), 0u);
+  // Scores 2, 5, 2, +inf (the newest): 3, 1, and of the tied 0 and 2 the smaller index.
+  EXPECT_EQ(want.at("blocks").values<int32_t>(), (std::vector<int32_t>{0, 1, 3}));
+  Result r = replay(c, "level_one");
+  EXPECT_EQ(r.exit_code, 0) << r.report;
+  c.got["blocks"] = st::Tensor::of<int32_t>({1, 3}, {3, 0, 2});  // block 1 (5) left out
+  r = replay(c, "level_one_wrong");
+  EXPECT_EQ(r.exit_code, 1) << r.report;
+  EXPECT_THAT(r.report, HasSubstr("blocks row 0"));
+}
+
 // The pad values are exact: -1, the row's block count, or the width's block count (SGLang's
 // packed lists pad with num_blocks of the whole score width); any other value past the row's
 // blocks is no pad and fails, naming it.

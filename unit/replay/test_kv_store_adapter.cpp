@@ -205,5 +205,69 @@ TEST(KvStoreCaseDraw, OrderSensitiveRowsPinTheLaneCount) {
   }
 }
 
+// "any-order" (the sglang sweep): the fused store drawn without in.lanes. Another lane count's
+// pool (which differs from want.pool bit for bit: order-sensitive rows) matches within the fp64
+// bound, the same pool with in.lanes fails, one written value off by 0.125 fails; the file reads
+// back to the same vars.
+TEST(KvStoreCaseDraw, AnyOrderCaseIsJudgedWithinTheFp64Bound) {
+  const uint64_t seed = fx::test_seed();
+  const cases::KvStoreCase k(
+      {.T = 8, .R = 12, .width = 512, .lanes = 32, .order_sensitive = true, .any_order = true});
+  DSV4_CASE(seed, k.name());
+  EXPECT_THAT(k.name(), HasSubstr("any-order"));
+  fx::Rng rng(seed);
+  const fx::Tensors in = k.draw(rng);
+  ASSERT_EQ(in.count("lanes"), 0u);
+  ASSERT_EQ(in.count("weight"), 1u);
+  const st::Tensor want = k.reference(in).at("pool");
+  st::Tensor other_pool;  // the pool of another lane count that differs from want.pool
+  for (int lanes : {1, 2, 4, 8, 16, 64}) {
+    fx::Tensors other = in;
+    other["lanes"] = st::Tensor::scalar<int32_t>(lanes);
+    other_pool = cases::KvStoreCase(other).reference(other).at("pool");
+    if (!fx::bitwise_tensors(other_pool, want, "pool")) break;
+  }
+  ASSERT_FALSE(fx::bitwise_tensors(other_pool, want, "pool")) << "order-sensitive rows";
+
+  const fs::path dir = fs::temp_directory_path() / ("dsv4_kv_any_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto verdict = [&](const fx::Tensors& inputs, const st::Tensor& pool, const std::string& name) {
+    fx::Case c;
+    c.family = "kv_store";
+    c.inputs = inputs;
+    c.got["pool"] = pool;
+    c.got["errors"] = k.reference(in).at("errors");
+    const std::string p = (dir / (name + ".safetensors")).string();
+    c.write(p);
+    return run({p, "", Mode::kReference});
+  };
+  Result r = verdict(in, other_pool, "other_lanes");
+  EXPECT_EQ(r.exit_code, 0) << r.report;
+  fx::Tensors pinned = in;
+  pinned["lanes"] = st::Tensor::scalar<int32_t>(32);
+  EXPECT_EQ(verdict(pinned, other_pool, "pinned").exit_code, 1);
+  const auto loc = in.at("loc").values<int64_t>();
+  const auto pos = in.at("positions").values<int64_t>();
+  const size_t n_pos = in.at("cos_sin").shape[0];
+  size_t slot = 12;  // a slot some row writes
+  for (size_t t = 0; t < loc.size() && slot == 12; ++t)
+    if (loc[t] >= 0 && loc[t] < 12 && pos[t] >= 0 && size_t(pos[t]) < n_pos) slot = size_t(loc[t]);
+  ASSERT_LT(slot, 12u);
+  auto off = other_pool.values<bf16>();
+  off[slot * 512 + 10] = f32_to_bf16(bf16_to_f32(off[slot * 512 + 10]) + 0.125f);
+  r = verdict(in, st::Tensor::of<bf16>(other_pool.shape, off), "off");
+  EXPECT_EQ(r.exit_code, 1) << r.report;
+  EXPECT_THAT(r.report, HasSubstr("pool (written rows vs fp64)"));
+
+  fx::Case c;
+  c.family = "kv_store";
+  c.inputs = in;
+  c.metadata["dsv4.shape"] = k.shape_spec();
+  EXPECT_EQ(find_family("kv_store")->make(c).k->shape_spec(), k.shape_spec());
+  c.inputs["lanes"] = st::Tensor::scalar<int32_t>(32);  // contradicts any-order
+  EXPECT_THROW(find_family("kv_store")->make(c), st::FormatError);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace dsv4::replay

@@ -1,5 +1,7 @@
 """candidate_blocks: SGLang's level-one block selection of the two-level indexer mapped onto the
-family's case (blocks [B, nb], keys [B, K])."""
+family's case (blocks [B, nb], keys [B, K]). The sglang sweep's cases are level one alone (K=0:
+no in.K, blocks the only output), what SGLang's ops publish; on the others the mapping runs level
+two in torch over the op's blocks."""
 
 import torch
 
@@ -38,8 +40,16 @@ def keys_within(logits, lens, blocks, block_size, K):
 
 
 def _sizes(live):
+    """(bs, nb, K); K None for a case of level one alone (no in.K)."""
     c = live.case.inputs
-    return int(c["bs"]), int(c["nb"]), int(c["K"])
+    return int(c["bs"]), int(c["nb"]), int(c["K"]) if "K" in c else None
+
+
+def _outputs(live, logits, lens, blocks, bs, K):
+    """blocks, and level two's keys where the case has them."""
+    if K is None:
+        return {"blocks": blocks}
+    return {"blocks": blocks, "keys": keys_within(logits, lens, blocks, bs, K)}
 
 
 def _call_cuda(fn, live):
@@ -50,14 +60,14 @@ def _call_cuda(fn, live):
     ids = torch.where(valid, indices, torch.full_like(indices, -1)).to(torch.int32)
     blocks = torch.cat([ids, torch.full((ids.shape[0], nb - ids.shape[1]), -1, dtype=torch.int32,
                                         device=ids.device)], dim=1)
-    return {"blocks": blocks, "keys": keys_within(logits, lens, blocks, bs, K)}
+    return _outputs(live, logits, lens, blocks, bs, K)
 
 
 def _call_hip(fn, live):
     bs, nb, K = _sizes(live)
     logits, lens = logits_of(live), live.inp["lens"]
     blocks = fn(logits, lens, topk_blocks=nb, block_size=bs).ids
-    return {"blocks": blocks, "keys": keys_within(logits, lens, blocks, bs, K)}
+    return _outputs(live, logits, lens, blocks, bs, K)
 
 
 def _hip_applies(live):
@@ -74,18 +84,20 @@ def _cuda_applies(live):
 register(Op(
     family="candidate_blocks", name="candidate_blocks.candidate_block_indices",
     module="sglang.kernels.ops.attention.dsv4.candidate_blocks", attr="candidate_block_indices",
-    platforms=("cuda",), backend="triton", applies=_cuda_applies, call=_call_cuda,
+    platforms=("cuda",), backend="triton", sweeps=("gpu", "sglang"), applies=_cuda_applies,
+    call=_call_cuda,
     standin=_STANDIN + "candidate_block_indices", files=(_CUDA,),
     notes="Level one of block_math.select_candidate_block_indices on CUDA: Triton block maxima "
           "(NaN propagating), the newest block +inf, torch.topk (ties in torch's order), valid = "
           "score > -inf (a NaN block takes a place and is dropped). keys: level two run by the "
-          "mapping in torch over the op's blocks."))
+          "mapping in torch over the op's blocks (none on the sglang sweep: level one alone)."))
 
 register(Op(
     family="candidate_blocks", name="candidate_blocks_hip.select_candidate_blocks_hip",
     module="sglang.kernels.ops.attention.dsv4.candidate_blocks_hip",
     attr="select_candidate_blocks_hip",
-    platforms=("hip",), backend="triton", applies=_hip_applies, call=_call_hip,
+    platforms=("hip",), backend="triton", sweeps=("gpu", "sglang"), applies=_hip_applies,
+    call=_call_hip,
     standin=_STANDIN + "select_candidate_blocks_hip", files=(_HIP,),
     notes="Its docstring: 'as a set per row the ids equal the reference's select_candidate_blocks'. "
           "Its _candidate_block_scores_kernel takes tl.max, which skips NaN, where the reference "
@@ -93,4 +105,5 @@ register(Op(
           "masks only scores == -inf, so a NaN block would stay: a block with a NaN key is then "
           "chosen by its finite maximum (MISMATCH on hostile cases). nb = 2048 takes the sgl-kernel "
           "top-k v2 instead of torch.topk. keys: level two run by the mapping in torch (SGLang's is "
-          "topk_within_candidate_blocks_hip on the sgl-kernel top-k)."))
+          "topk_within_candidate_blocks_hip on the sgl-kernel top-k; none on the sglang sweep: "
+          "level one alone)."))

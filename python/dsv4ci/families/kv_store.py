@@ -2,7 +2,8 @@
 
 Case layout (replay/include/dsv4/cases/kv_store.hpp): in.kv BF16 [T, S], in.loc I64 [T], in.pool
 BF16 [R, P] -> pool (in place) and errors; the fused store adds in.weight, in.cos_sin [n_pos,
-rope_dim] (SGLang's freqs_cis viewed as fp32 pairs), in.positions, in.eps, in.lanes.
+rope_dim] (SGLang's freqs_cis viewed as fp32 pairs), in.positions, in.eps, in.lanes (absent in an
+any-order case: the sglang sweep, SGLang's fp32 order judged within the fp64 bound).
 
 SGLang's scatter skips loc < 0 (and rows its caller marks invalid) but has no bounds check; its
 callers mark nothing past the pool, and neither do they reach the kernel here: the mapping passes
@@ -53,7 +54,8 @@ def fused_applies(live):
         return ("the case pins the project's fp32 order bit for bit (in.lanes=%d: a lane-by-lane "
                 "fmaf sum of squares and 1/sqrtf); SGLang's _fused_norm_rope_kernel sums the row "
                 "with tl.sum and takes tl.rsqrt, another order (its cases carry no in.lanes and "
-                "are judged within the fp64 bound; no sweep draws one)" % int(live.scalar("lanes")))
+                "are judged within the fp64 bound: the sglang sweep's any-order cases)"
+                % int(live.scalar("lanes")))
     return contiguous_rows(live)
 
 
@@ -98,7 +100,7 @@ register(Op(
     attr="fused_norm_rope_inplace_triton",
     platforms=("cuda", "hip"),
     backend="triton",
-    sweeps=("gpu",),
+    sweeps=("gpu", "sglang"),
     applies=fused_applies,
     call=fused,
     standin="dsv4ci.standins.kv_store:fused_norm_rope_inplace_triton",
@@ -107,7 +109,8 @@ register(Op(
           "(deepseek_v4_rope.py _fused_norm_rope_kernel) where the reference (in.lanes) pins a "
           "lane-by-lane fmaf sum and 1/sqrtf, so a value one bf16 step away would be a MISMATCH "
           "under the case's bitwise rule, not a bug: the op skips a case with in.lanes, and runs "
-          "on a fused case without it (judged within the fp64 bound), which no sweep draws yet. "
+          "on a fused case without it (judged within the fp64 bound), the sglang sweep's any-order "
+          "cases. "
           "A position outside freqs_cis is read out of bounds (no check): the "
           "mapping withholds such rows, as the reference rejects them (errors is not judged).",
 ))

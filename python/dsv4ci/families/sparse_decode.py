@@ -1,5 +1,7 @@
 """sparse_decode: SGLang's DSV4 sparse decode attention ops mapped onto the family's case (q, a
-main and an optional extra paged cache, sink, inverse RoPE)."""
+main and an optional extra paged cache, sink, inverse RoPE). Both ops also draw the sglang sweep:
+finite sinks only (finite-sinks), the cases their conventions are stated for, where the gpu
+sweep's +-inf sinks show SGLang's NaN findings."""
 
 import math
 
@@ -146,7 +148,8 @@ _EXT = " SGLang counts no bad index columns: errors is not judged."
 register(Op(
     family="sparse_decode", name="triton_flashmla.flash_mla_with_kvcache_triton",
     module="sglang.srt.layers.attention.dsv4.triton_flashmla", attr="flash_mla_with_kvcache_triton",
-    platforms=("cuda", "hip"), backend="triton", applies=_flashmla_applies, call=_call_flashmla,
+    platforms=("cuda", "hip"), backend="triton", sweeps=("gpu", "sglang"),
+    applies=_flashmla_applies, call=_call_flashmla,
     standin=_STANDIN + "flash_mla_with_kvcache_triton", files=(_FLASHMLA,),
     notes="A Triton gather of v4 pages and torch einsums in place of FlashMLA's "
           "flash_mla_with_kvcache: scores of a bf16 GEMM, bf16 softmax weights, lse without the "
@@ -168,7 +171,8 @@ register(Op(
 register(Op(
     family="sparse_decode", name="compact_attention_hip.compact_attention_hip",
     module="sglang.kernels.ops.attention.dsv4.compact_attention_hip", attr="compact_attention_hip",
-    platforms=("hip",), backend="aiter", applies=_hip_applies, call=_call_hip,
+    platforms=("hip",), backend="aiter", sweeps=("gpu", "sglang"), applies=_hip_applies,
+    call=_call_hip,
     standin=_STANDIN + "compact_attention_hip", files=(_HIP,),
     notes="V4.1 pages (v41, v41_fp4, any pairing) read by a gluon kernel built on aiter's _qkpv_fp8 "
           "(gfx950), in.splits passed as its splits; with more than one split SGLang merges in "

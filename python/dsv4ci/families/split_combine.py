@@ -1,5 +1,6 @@
 """split_combine: SGLang's split-KV reducers mapped onto the family's case (SGLang's unnormalised
-partials acc, m, l)."""
+partials acc, m, l). Both also draw the sglang sweep: D = 512 without the inverse RoPE, the merge
+SGLang's SM100 caller runs (swapab_attention rotates after _combine)."""
 
 import math
 
@@ -113,7 +114,8 @@ register(Op(
     family="split_combine", name="aiter_sparse_decode_reduce.aiter_sparse_split_reduce",
     module="sglang.kernels.ops.attention.aiter_sparse_decode_reduce",
     attr="aiter_sparse_split_reduce",
-    platforms=("hip",), backend="triton", shape={"sglang-m2": "", "rotate-empty": ""},
+    platforms=("hip",), backend="triton", sweeps=("gpu", "sglang"),
+    shape={"sglang-m2": "", "rotate-empty": ""},
     applies=_aiter_applies, call=_call_aiter, standin=_STANDIN + "aiter_sparse_split_reduce",
     files=(_AITER,),
     notes="The ROCm reducer of compact_attention_hip's split path: m in the base-2 domain "
@@ -131,7 +133,8 @@ register(Op(
 register(Op(
     family="split_combine", name="decode_attention_sm100._combine",
     module="sglang.kernels.ops.attention.dsv4.decode_attention_sm100", attr="_combine",
-    platforms=("cuda",), backend="triton", shape={"sglang-natural": ""}, applies=_sm100_applies,
+    platforms=("cuda",), backend="triton", sweeps=("gpu", "sglang"), shape={"sglang-natural": ""},
+    applies=_sm100_applies,
     call=_call_sm100, standin=_STANDIN + "_combine", files=_SM100,
     notes="swapab_attention's merge on SM100: natural m (in.m_base2 = 0), a split counted when its "
           "sum is > 0, 0 for a row with no key or a +inf sink; launched as swapab_attention "

@@ -103,8 +103,19 @@ std::vector<fx::Sweep<CandidateBlocksShape>> candidate_blocks_soak_sweep() {
   return v;
 }
 
+std::vector<fx::Sweep<CandidateBlocksShape>> candidate_blocks_sglang_sweep() {
+  return {{{.B = 5, .width = 8193, .len = 1000, .bs = 64, .nb = 16, .K = 0, .ties = true}},
+          {{.B = 3, .width = 4096, .len = 4096, .bs = 64, .nb = 64, .K = 0}},
+          {{.B = 5, .width = 8193, .len = -1, .bs = 128, .nb = 16, .K = 0, .hostile = true}},
+          {{.B = 2, .width = 300, .len = 300, .bs = 8, .nb = 2048, .K = 0}},
+          {{.B = 4, .width = 2000, .len = 0, .bs = 64, .nb = 4, .K = 0}},
+          {{.B = 5, .width = 8193, .len = 8193, .bs = 7, .nb = 16, .K = 0}}};
+}
+
 std::vector<fx::NamedSweep<CandidateBlocksShape>> CandidateBlocksCase::sweeps() {
-  return {{"gpu", candidate_blocks_gpu_sweep}, {"soak", candidate_blocks_soak_sweep}};
+  return {{"gpu", candidate_blocks_gpu_sweep},
+          {"soak", candidate_blocks_soak_sweep},
+          {"sglang", candidate_blocks_sglang_sweep}};
 }
 
 CandidateBlocksCase::CandidateBlocksCase(const fx::Tensors& in, const CandidateBlocksShape& stated)
@@ -114,7 +125,7 @@ CandidateBlocksCase::CandidateBlocksCase(const fx::Tensors& in, const CandidateB
   shape_.width = width_of(in);
   shape_.bs = input(in, "bs").item<int64_t>("in.bs");
   shape_.nb = input(in, "nb").item<int64_t>("in.nb");
-  shape_.K = input(in, "K").item<int64_t>("in.K");
+  shape_.K = in.count("K") ? input(in, "K").item<int64_t>("in.K") : 0;  // absent: level one
   if (in.count("wave")) shape_.wave = input(in, "wave").item<int32_t>("in.wave");
 }
 
@@ -144,26 +155,37 @@ fx::Tensors CandidateBlocksCase::draw(fx::Rng& rng) const {
   in["lens"] = st::Tensor::of<int32_t>(lens);
   in["bs"] = st::Tensor::scalar<int64_t>(s.bs);
   in["nb"] = st::Tensor::scalar<int64_t>(s.nb);
-  in["K"] = st::Tensor::scalar<int64_t>(s.K);
+  if (s.K) in["K"] = st::Tensor::scalar<int64_t>(s.K);
   if (s.wave) in["wave"] = st::Tensor::scalar<int32_t>(s.wave);
   return in;
 }
 
 std::vector<fx::OutputSpec> CandidateBlocksCase::outputs(const fx::Tensors& in) const {
   const uint64_t B = input(in, "scores").shape.at(0);
-  return {{.name = "blocks", .dtype = st::DType::I32, .shape = {B, uint64_t(shape_.nb)}},
-          {.name = "keys", .dtype = st::DType::I32, .shape = {B, uint64_t(shape_.K)}}};
+  std::vector<fx::OutputSpec> o = {
+      {.name = "blocks", .dtype = st::DType::I32, .shape = {B, uint64_t(shape_.nb)}}};
+  if (shape_.K)
+    o.push_back({.name = "keys", .dtype = st::DType::I32, .shape = {B, uint64_t(shape_.K)}});
+  return o;
 }
 
 fx::Tensors CandidateBlocksCase::reference(const fx::Tensors& in) const {
   const st::Tensor& scores = input(in, "scores");
-  const size_t B = scores.shape[0], nb = size_t(shape_.nb), K = size_t(shape_.K);
+  // Level one alone: the blocks do not depend on K; level two runs at K = 1, unpublished.
+  const size_t B = scores.shape[0], nb = size_t(shape_.nb),
+               K = size_t(std::max<int64_t>(shape_.K, 1));
   std::vector<int32_t> blocks(B * nb), keys(B * K);
   ref::select(scores.values<float>("in.scores"), input(in, "lens").values<int32_t>("in.lens"),
               {.B = B, .width = size_t(width_of(in)), .stride = scores.shape[1]},
               {.bs = size_t(shape_.bs), .nb = nb, .K = K}, blocks, keys);
-  return {{"blocks", st::Tensor::of<int32_t>({B, nb}, blocks)},
-          {"keys", st::Tensor::of<int32_t>({B, K}, keys)}};
+  fx::Tensors want = {{"blocks", st::Tensor::of<int32_t>({B, nb}, blocks)}};
+  if (shape_.K) want["keys"] = st::Tensor::of<int32_t>({B, K}, keys);
+  return want;
+}
+
+std::vector<fx::ScratchSpec> CandidateBlocksCase::scratch(const fx::Tensors& in) const {
+  if (shape_.K) return {};
+  return {{.name = "level_two_keys", .bytes = size_t(input(in, "scores").shape.at(0)) * 4}};
 }
 
 void CandidateBlocksCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
@@ -175,9 +197,9 @@ void CandidateBlocksCase::launch(const fx::DeviceTensors& d, gpu::Stream s) cons
                      .B = int64_t(scores.shape[0]),
                      .bs = shape_.bs,
                      .nb = shape_.nb,
-                     .K = shape_.K,
+                     .K = shape_.K ? shape_.K : 1,
                      .blocks_out = d.ptr<int32_t>("blocks"),
-                     .keys_out = d.ptr<int32_t>("keys")};
+                     .keys_out = d.ptr<int32_t>(shape_.K ? "keys" : "level_two_keys")};
   if (shape_.wave)
     kern::select(a, shape_.wave, s);
   else
@@ -310,7 +332,7 @@ InputDecls CandidateBlocksCase::declared_inputs() {
           {"lens", st::DType::I32, {"B"}},
           {"bs", st::DType::I64, {}},
           {"nb", st::DType::I64, {}},
-          {"K", st::DType::I64, {}},
+          {"K", st::DType::I64, {}, true, "absent: level one alone, no keys"},
           {"width", st::DType::I64, {}, true, "default stride"},
           {"wave", st::DType::I32, {}, true}};
 }
@@ -319,6 +341,7 @@ InputDecls CandidateBlocksCase::declared_inputs() {
 
 DSV4_DECLARED_FAMILY(
     "candidate_blocks", ::dsv4::cases::CandidateBlocksCase,
-    "blocks I32[B, nb], keys I32[B, K] (ascending, -1 last); bitwise. A foreign source: "
+    "blocks I32[B, nb], keys I32[B, K] (ascending, -1 last; no keys without in.K: level one "
+    "alone); bitwise. A foreign source: "
     "published lists normalised (padding -> -1, ascending), tied blocks and keys "
     "accepted")

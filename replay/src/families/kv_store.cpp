@@ -213,10 +213,11 @@ fx::Vars KvStoreShape::vars() const {
   if (src_stride) v.add("src_stride", src_stride);
   if (pool_stride) v.add("pool_stride", pool_stride);
   if (lanes) v.add("lanes", lanes);
-  return v.flag("order-sensitive", order_sensitive);
+  return v.flag("order-sensitive", order_sensitive).flag("any-order", any_order);
 }
 
-KvStoreCase::KvStoreCase(KvStoreShape shape) : ShapedCase(shape), fused_(shape.lanes != 0) {
+KvStoreCase::KvStoreCase(KvStoreShape shape)
+    : ShapedCase(shape), fused_(shape.lanes != 0), lanes_given_(!shape.any_order) {
   if (shape_.n_pos == 0) shape_.n_pos = std::clamp<int64_t>(4 * shape_.T, 64, 4096);
 }
 
@@ -229,13 +230,18 @@ KvStoreShape KvStoreShape::from_vars(fx::VarsReader& r) {
   s.pool_stride = r.num("pool_stride", s.pool_stride);
   s.lanes = int(r.num("lanes", s.lanes));
   s.order_sensitive = r.flag("order-sensitive");
+  s.any_order = r.flag("any-order");
+  if (s.any_order && s.lanes == 0)
+    throw std::invalid_argument(
+        "any-order needs lanes=N (a fused norm + RoPE case; the plain scatter has no fp32 order)");
   return s;
 }
 
 std::vector<fx::NamedSweep<KvStoreShape>> KvStoreCase::sweeps() {
   return {{"gpu", kv_store_gpu_sweep},
           {"strided-graph", kv_store_strided_graph_sweep},
-          {"soak", kv_store_soak_sweep}};
+          {"soak", kv_store_soak_sweep},
+          {"sglang", kv_store_sglang_sweep}};
 }
 
 KvStoreCase::KvStoreCase(const fx::Tensors& in, const KvStoreShape& stated) : ShapedCase(stated) {
@@ -252,8 +258,11 @@ KvStoreCase::KvStoreCase(const fx::Tensors& in, const KvStoreShape& stated) : Sh
   shape_.src_stride = v.layout.src_stride == v.layout.width ? 0 : int64_t(v.layout.src_stride);
   shape_.pool_stride = v.layout.pool_stride == v.layout.width ? 0 : int64_t(v.layout.pool_stride);
   lanes_given_ = in.count("lanes") != 0;
+  shape_.any_order = fused_ && !lanes_given_;
   if (fused_) {
-    shape_.lanes = lanes_given_ ? input(in, "lanes").item<int32_t>("in.lanes") : 32;
+    // Without in.lanes the want.pool of the lane count the file states (32 when it states none).
+    shape_.lanes = lanes_given_ ? input(in, "lanes").item<int32_t>("in.lanes")
+                                : (stated.lanes ? stated.lanes : 32);
     shape_.n_pos = int64_t(v.rope_dim ? v.cos_sin.size() / v.rope_dim : 0);
   }
 }
@@ -279,7 +288,7 @@ fx::Tensors KvStoreCase::draw(fx::Rng& rng) const {
     in["cos_sin"] = st::Tensor::of<float>({uint64_t(s.n_pos), rope_dim},
                                           ref::rope_table(size_t(s.n_pos), rope_dim));
     in["eps"] = st::Tensor::scalar<float>(kEps);
-    in["lanes"] = st::Tensor::scalar<int32_t>(s.lanes);
+    if (!s.any_order) in["lanes"] = st::Tensor::scalar<int32_t>(s.lanes);
     if (s.order_sensitive) make_order_sensitive(in, rng, size_t(s.lanes));
   }
   return in;

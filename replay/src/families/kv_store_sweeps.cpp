@@ -45,4 +45,15 @@ std::vector<fx::Sweep<KvStoreShape>> kv_store_soak_sweep() {
   return v;
 }
 
+std::vector<fx::Sweep<KvStoreShape>> kv_store_sglang_sweep() {
+  std::vector<fx::Sweep<KvStoreShape>> v;
+  for (int64_t T : {1, 7, 64, 777, 4096})
+    for (int64_t W : {64, 512, 576}) {
+      fx::Sweep<KvStoreShape> p = point(T, W, 32);
+      p.shape.any_order = true;
+      v.push_back(p);
+    }
+  return v;
+}
+
 }  // namespace dsv4::cases

@@ -101,7 +101,7 @@ fx::Vars SparseDecodeShape::vars() const {
         .add("Ke", int64_t(s.Ke))
         .add("Pe", s.extra_page_size);
   if (splits) v.add("S", splits);
-  return v.flag("auto-splits", auto_splits).flag("rope", rope);
+  return v.flag("auto-splits", auto_splits).flag("rope", rope).flag("finite-sinks", finite_sinks);
 }
 
 fx::SparseCase sparse_case_of(const fx::Tensors& in) {
@@ -200,11 +200,14 @@ SparseDecodeShape SparseDecodeShape::from_vars(fx::VarsReader& r) {
     throw std::invalid_argument("auto-splits and S=" + std::to_string(splits) +
                                 " exclude each other (decode() picks its own splits)");
   s.rope = r.flag("rope");
+  s.finite_sinks = r.flag("finite-sinks");
   return s;
 }
 
 std::vector<fx::NamedSweep<SparseDecodeShape>> SparseDecodeCase::sweeps() {
-  return {{"gpu", sparse_decode_gpu_sweep}, {"soak", sparse_decode_soak_sweep}};
+  return {{"gpu", sparse_decode_gpu_sweep},
+          {"soak", sparse_decode_soak_sweep},
+          {"sglang", sparse_decode_sglang_sweep}};
 }
 
 SparseDecodeCase::SparseDecodeCase(const fx::Tensors& in, const SparseDecodeShape& stated)
@@ -221,10 +224,17 @@ SparseDecodeCase::SparseDecodeCase(const fx::Tensors& in, const SparseDecodeShap
   shape_.splits = stored_splits(in);
   shape_.auto_splits = auto_splits(in);
   shape_.rope = sparse_view_of(in).rope_dim != 0;
+  // What the file states, where its sinks bear it out (else the stated shape is contradicted).
+  shape_.finite_sinks =
+      stated.finite_sinks && !c.sink.empty() &&
+      std::all_of(c.sink.begin(), c.sink.end(), [](float x) { return std::isfinite(x); });
 }
 
 fx::Tensors SparseDecodeCase::draw(fx::Rng& rng) const {
   fx::Tensors in = tensors_of(fx::sparse_case(rng, shape_.s, shape_.mix));
+  if (shape_.finite_sinks && in.count("sink"))  // each +-inf sink redrawn finite, in [-12, 12]
+    for (float& x : fx::values_of<float>(in.at("sink"), "in.sink"))
+      if (!std::isfinite(x)) x = float(rng.uniform(-12, 12));
   if (shape_.splits) in["splits"] = st::Tensor::scalar<int64_t>(shape_.splits);
   if (shape_.auto_splits) in["splits"] = st::Tensor::scalar<int64_t>(-1);
   if (shape_.rope) {  // (cos, sin) of p * 10000^(-2i/64), as SGLang's freqs_cis viewed real

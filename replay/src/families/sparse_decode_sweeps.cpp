@@ -88,4 +88,30 @@ std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_soak_sweep() {
   return v;
 }
 
+std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_sglang_sweep() {
+  constexpr KvLayout kV41 = KvLayout::kV41, kFp4 = KvLayout::kV41Fp4, kV4 = KvLayout::kV4;
+  struct P {
+    size_t B, H, K;
+    KvLayout layout;
+    int64_t P, splits = 0;
+    size_t Ke = 0;
+    KvLayout extra = KvLayout::kV41;
+    int64_t Pe = 64;
+    bool rope = false;
+  };
+  std::vector<fx::Sweep<SparseDecodeShape>> v;
+  // In this order --max-points 4 (the stand-in suite) keeps four compact_attention_hip points.
+  for (const P& p :
+       {P{4, 64, 576, kV41, 64}, P{4, 16, 576, kV4, 64}, P{4, 16, 576, kV41, 64, 0, 64, kFp4, 1},
+        P{2, 16, 2048, kV4, 64, 0, 64, kV4, 64}, P{4, 16, 576, kV41, 64, 4},
+        P{1, 128, 576, kV4, 256}, P{74, 16, 64, kFp4, 256},
+        P{1, 16, 64, kFp4, 64, 2, 32, kV41, 1, true}}) {
+    SparseDecodeShape s = spread_shape(p.B, p.H, p.K, p.layout, p.P, p.splits, p.Ke, p.extra, p.Pe);
+    s.rope = p.rope;
+    s.finite_sinks = true;
+    v.push_back({s});
+  }
+  return v;
+}
+
 }  // namespace dsv4::cases

@@ -122,7 +122,9 @@ SplitCombineShape SplitCombineShape::from_vars(fx::VarsReader& r) {
 }
 
 std::vector<fx::NamedSweep<SplitCombineShape>> SplitCombineCase::sweeps() {
-  return {{"gpu", split_combine_gpu_sweep}, {"soak", split_combine_soak_sweep}};
+  return {{"gpu", split_combine_gpu_sweep},
+          {"soak", split_combine_soak_sweep},
+          {"sglang", split_combine_sglang_sweep}};
 }
 
 SplitCombineCase::SplitCombineCase(const fx::Tensors& in, const SplitCombineShape& stated)

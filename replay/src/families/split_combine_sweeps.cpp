@@ -1,5 +1,6 @@
 // split_combine's named sweeps: the GPU test's shapes, which dsv4-replay --draw draws too.
 #include <array>
+#include <tuple>
 
 #include "dsv4/cases/split_combine.hpp"
 
@@ -48,6 +49,18 @@ std::vector<fx::Sweep<SplitCombineShape>> split_combine_soak_sweep() {
   for (int variant : {0, 1})
     for (auto [B, S, H] : {std::array<int64_t, 3>{4, 1, 16}, {8, 4, 16}, {2, 64, 128}})
       v.push_back({split_combine_shape(B, S, H, 512, true, true, variant)});
+  return v;
+}
+
+std::vector<fx::Sweep<SplitCombineShape>> split_combine_sglang_sweep() {
+  std::vector<fx::Sweep<SplitCombineShape>> v;
+  for (auto [B, S, H, sink] : {std::tuple<int64_t, int64_t, int64_t, bool>{4, 1, 16, true},
+                               {8, 4, 16, true},
+                               {3, 33, 7, true},
+                               {2, 16, 128, false},
+                               {9, 5, 2, true},
+                               {1, 64, 128, true}})
+    v.push_back({split_combine_shape(B, S, H, 512, sink, false, 0, false)});
   return v;
 }
 

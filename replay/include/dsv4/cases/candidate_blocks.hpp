@@ -5,6 +5,8 @@
 // Case layout: in.scores F32 [B, stride], in.lens I32 [B], in.bs I64, in.nb I64, in.K I64,
 // optional in.width I64 (default stride), optional in.wave I32 (the sorts' logical wave width).
 // Outputs: blocks I32 [B, nb] and keys I32 [B, K], both sorted ascending with -1 last, bit for bit.
+// Level one alone (shape K = 0, SGLang's candidate-block ops): no in.K and no keys output; the
+// project's kernel still runs both levels, its keys (K = 1) into a scratch buffer.
 // A foreign source (cases::Foreign): SGLang's published block lists are read as they are (padded
 // with num_blocks or any index past the row's blocks, in score order or any other) and normalised
 // (padding -> -1, ascending, -1 last), then judged tie-tolerantly (any tied block or key at a
@@ -27,12 +29,12 @@ namespace st = fx::st;
 struct CandidateBlocksShape {
   int64_t B = 1;
   int64_t width = 4096;
-  int64_t len = -1;  // every row's length; -1: ragged in [0, width]
-  int64_t bs = 64, nb = 16, K = 512;
-  int wave = 0;           // 0: the device's
-  bool ties = false;      // integer-valued scores (ties within and across blocks)
-  bool hostile = false;   // NaN, -inf and +inf sprinkled in
-  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
+  int64_t len = -1;                   // every row's length; -1: ragged in [0, width]
+  int64_t bs = 64, nb = 16, K = 512;  // K = 0: level one alone (no in.K, no keys output)
+  int wave = 0;                       // 0: the device's
+  bool ties = false;                  // integer-valued scores (ties within and across blocks)
+  bool hostile = false;               // NaN, -inf and +inf sprinkled in
+  fx::Vars vars() const;              // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
   static CandidateBlocksShape from_vars(fx::VarsReader& r);  // the inverse of vars()
   bool operator==(const CandidateBlocksShape&) const = default;
@@ -45,6 +47,9 @@ std::vector<fx::Sweep<CandidateBlocksShape>> candidate_blocks_gpu_sweep();
 // "soak": the soak's rotating shapes: block sizes 1, 64 and 512 at both wave widths, ragged and
 // full rows, tied and hostile scores.
 std::vector<fx::Sweep<CandidateBlocksShape>> candidate_blocks_soak_sweep();
+// "sglang": level one alone (K = 0), as SGLang's candidate-block ops publish it: block sizes 7 to
+// 128, every block, nb at its maximum, empty and ragged rows, tied and hostile scores.
+std::vector<fx::Sweep<CandidateBlocksShape>> candidate_blocks_sglang_sweep();
 
 class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape>, public Foreign {
  public:
@@ -62,6 +67,8 @@ class CandidateBlocksCase : public ShapedCase<CandidateBlocksShape>, public Fore
   fx::Tensors draw(fx::Rng& rng) const override;
   std::vector<fx::OutputSpec> outputs(const fx::Tensors& in) const override;
   fx::Tensors reference(const fx::Tensors& in) const override;
+  // Level one alone: the kernel's level-two keys (K = 1), which no output holds.
+  std::vector<fx::ScratchSpec> scratch(const fx::Tensors& in) const override;
   void launch(const fx::DeviceTensors& dev, gpu::Stream s) const override;
   std::string cannot_run() const override;
   ::testing::AssertionResult compare_foreign(const fx::OutputSpec& spec, const st::Tensor& got,

@@ -36,6 +36,10 @@ struct KvStoreShape {
   // Fused store: redraw each stored row until its bf16 values under this lane count differ from
   // those under some other lane count, so the case pins the fp32 summation order (golden files).
   bool order_sensitive = false;
+  // Fused store without in.lanes ("any-order"): the case of another implementation's fp32 order
+  // (SGLang's tl.sum + tl.rsqrt), its written rows judged within the reference's bound of the fp64
+  // value; `lanes` still picks the project's kernel (and the reference's want.pool).
+  bool any_order = false;
   fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
   static KvStoreShape from_vars(fx::VarsReader& r);  // the inverse of vars()
@@ -49,6 +53,9 @@ std::vector<fx::Sweep<KvStoreShape>> kv_store_gpu_sweep();
 std::vector<fx::Sweep<KvStoreShape>> kv_store_strided_graph_sweep();
 // "soak": the soak's rotating shapes: the scatter and the fused norm-RoPE store at each lane count.
 std::vector<fx::Sweep<KvStoreShape>> kv_store_soak_sweep();
+// "sglang": the fused store without in.lanes (any-order), the cases SGLang's fused norm + RoPE
+// applies to: row counts from 1 to 4096, DeepSeek-V4's widths 512 and 576 and a narrow one.
+std::vector<fx::Sweep<KvStoreShape>> kv_store_sglang_sweep();
 
 class KvStoreCase : public ShapedCase<KvStoreShape> {
  public:

@@ -42,7 +42,10 @@ struct SparseDecodeShape {
   fx::CacheMix mix{};
   bool rope = false;        // inverse RoPE of the last 64 values
   double bad_position = 0;  // share of queries whose position is outside the table
-  fx::Vars vars() const;    // the case's identity (fx::Vars: str(), id())
+  // Every head's sink finite ("finite-sinks"; else finite, +inf and -inf mixed): the cases
+  // SGLang's triton_flashmla and compact_attention_hip state their convention for.
+  bool finite_sinks = false;
+  fx::Vars vars() const;  // the case's identity (fx::Vars: str(), id())
   std::string str() const { return vars().str(); }
   // The inverse of vars(): the spread_shape of those vars (the GPU test's shapes).
   static SparseDecodeShape from_vars(fx::VarsReader& r);
@@ -62,6 +65,9 @@ std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_gpu_sweep();
 // "soak": the soak's rotating shapes: unsplit and split at every main layout, the extra caches
 // SGLang pairs, 16 to 128 heads.
 std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_soak_sweep();
+// "sglang": finite sinks only, v4 pages without RoPE (triton_flashmla) between v41 and v41_fp4
+// pages (compact_attention_hip: extra caches, splits, the inverse RoPE).
+std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_sglang_sweep();
 // KvLayout's names in its order (v41, v41_fp4, v4, v4_fnuz): the words a shape's vars use.
 std::vector<std::string> kv_layout_names();
 

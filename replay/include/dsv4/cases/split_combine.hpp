@@ -56,6 +56,9 @@ SplitCombineShape split_combine_shape(int64_t B, int64_t S, int64_t H, int64_t D
 std::vector<fx::Sweep<SplitCombineShape>> split_combine_gpu_sweep();
 // "soak": the soak's rotating shapes: one split and many, sinks and RoPE, both variants.
 std::vector<fx::Sweep<SplitCombineShape>> split_combine_soak_sweep();
+// "sglang": D = 512 without the inverse RoPE, as SGLang's SM100 caller merges (swapab_attention
+// rotates after _combine): 1 to 64 splits, 2 to 128 heads, with and without sinks.
+std::vector<fx::Sweep<SplitCombineShape>> split_combine_sglang_sweep();
 
 class SplitCombineCase : public ShapedCase<SplitCombineShape>, public Foreign {
  public:
