@@ -14,6 +14,7 @@ run), never green; a mismatch fails its test (exit 1) and keeps the case file wi
 
 import json
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -60,7 +61,8 @@ def pytest_addoption(parser):
 class _State:
     def __init__(self, config):
         self.config = config
-        self.draw_dir = tempfile.mkdtemp(prefix="dsv4-draw-")
+        self.draw_dir = tempfile.mkdtemp(prefix="dsv4-draw-")  # removed when the session ends
+        self.sglang_dir = None  # the SGLang tree built for the session, removed with it
         self.drawn = {}
         self.tool_error = None
         self.collected = 0
@@ -111,9 +113,20 @@ def pytest_configure(config):
         src, where = os.environ["DSV4_SGLANG_SRC"], "DSV4_SGLANG_SRC"
     if src:
         try:
-            sglang_tree.build(src)
+            config._dsv4_state.sglang_dir = sglang_tree.build(src)
         except FileNotFoundError as e:
             raise pytest.UsageError(f"{where}: {e}") from None
+
+
+def pytest_unconfigure(config):
+    """The drawn cases and the SGLang tree are the session's own: a kept case lives in
+    --dsv4-keep-dir, so nothing under the temporary folders outlives the run."""
+    state = getattr(config, "_dsv4_state", None)
+    if state is None:
+        return
+    for d in (state.draw_dir, state.sglang_dir):
+        if d:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 class _Param:

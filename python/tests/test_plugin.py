@@ -184,3 +184,14 @@ def test_sglang_src_comes_from_the_environment_when_the_option_is_absent(pyteste
     r = run(pytester, IMPORTS_SGLANG, "--dsv4-op", "from_env", subprocess=True)
     assert r.ret != 0
     assert "DSV4_SGLANG_SRC: " in r.stderr.str() and "nowhere: no python/sglang folder" in r.stderr.str()
+
+
+def test_a_session_leaves_no_drawn_cases_or_sglang_tree_behind(pytester, tool, monkeypatch):
+    subprocess_env(monkeypatch, tool)
+    tmp = pytester.path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setenv("DSV4_SGLANG_SRC", str(sglang_checkout(pytester.path, "cleaned")))
+    r = run(pytester, GOOD, subprocess=True)
+    r.assert_outcomes(passed=1)
+    assert sorted(p.name for p in tmp.iterdir() if p.name.startswith("dsv4-")) == []

@@ -60,18 +60,22 @@ def fused_applies(live):
 
 
 def fused(fn, live):
-    """fused_norm_rope_inplace_triton on the rows to store (the caller's tokens), freqs_cis the
-    complex view of in.cos_sin, then their bf16 rows written to pool[loc]."""
+    """fused_norm_rope_inplace_triton on every token (as the caller runs it on a padded batch, its
+    positions clamped into the table), freqs_cis the complex view of in.cos_sin, then the bf16 rows
+    of the tokens to store written to pool[loc]. No host synchronisation (no nonzero), so a graph
+    can capture it: the rows not stored go to a spare row past the pool."""
     kv, loc, pos = live.inp["kv"], live.inp["loc"], live.inp["positions"]
     pool, cs = live.out["pool"], live.inp["cos_sin"]
-    n_pos = cs.shape[0]
-    stored = (loc >= 0) & (loc < pool.shape[0]) & (pos >= 0) & (pos < n_pos)
-    rows = stored.nonzero().flatten()
-    x = kv[rows].contiguous()
+    n_pos, R = cs.shape[0], pool.shape[0]
+    stored = (loc >= 0) & (loc < R) & (pos >= 0) & (pos < n_pos)
+    x = kv.clone().contiguous()
     eps = float(live.scalar("eps")) if "eps" in live.inp else 1e-6
     freqs = torch.view_as_complex(cs.float().reshape(n_pos, -1, 2).contiguous())
-    fn(x, live.inp["weight"], eps, freqs, positions=pos[rows].contiguous())
-    pool[loc[rows]] = x
+    if n_pos:  # else no token has a position to store at
+        fn(x, live.inp["weight"], eps, freqs, positions=pos.clamp(0, n_pos - 1).contiguous())
+    spare = torch.cat((pool, pool.new_zeros((1, pool.shape[1]))))  # row R: every row not stored
+    spare.index_copy_(0, torch.where(stored, loc, torch.full_like(loc, R)), x.to(pool.dtype))
+    pool.copy_(spare[:R])
     return {"errors": None}  # SGLang counts nothing: errors is not judged
 
 

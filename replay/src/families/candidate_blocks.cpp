@@ -199,7 +199,9 @@ void CandidateBlocksCase::launch(const fx::DeviceTensors& d, gpu::Stream s) cons
                      .nb = shape_.nb,
                      .K = shape_.K ? shape_.K : 1,
                      .blocks_out = d.ptr<int32_t>("blocks"),
-                     .keys_out = d.ptr<int32_t>(shape_.K ? "keys" : "level_two_keys")};
+                     .keys_out = shape_.K ? d.ptr<int32_t>("keys")
+                                          : reinterpret_cast<int32_t*>(d.ptr<uint8_t>(
+                                                "level_two_keys"))};  // scratch is bytes
   if (shape_.wave)
     kern::select(a, shape_.wave, s);
   else
