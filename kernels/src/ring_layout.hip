@@ -230,8 +230,8 @@ __device__ __forceinline__ int token_of(const int32_t* begin_of, int32_t e) {
 // entries (indptr[D] too in the last tile), then its rows. The rows of a tile are one contiguous
 // range [offset, offset + total); the block walks it in 16-byte aligned int4 stores (thread i
 // takes chunks i, i + kBlock, ...; each finds its token by a binary search over begin_of and
-// steps to the next token inside the chunk), with at most 3 scalar rows at either end. Streaming:
-// store16_streaming (evict-first) instead of plain stores.
+// steps to the next token inside the chunk), with at most 3 scalar rows at either end. Streaming
+// (the default): store16_streaming (evict-first); else plain stores.
 template <bool kStreaming>
 __global__ void __launch_bounds__(kBlock) window_lookback_fill_kernel(WindowArgs a) {
   __shared__ int32_t sums[kBlock];
@@ -483,10 +483,10 @@ void window_rows(const int32_t* batch_id, const int64_t* pos, int64_t D, const i
   if (three_pass) {
     gpu::launch(window_tile_offsets_kernel, dim3(1), dim3(kScanThreads), 0, st, a);
     gpu::launch(window_tile_fill_kernel, dim3(tiles), dim3(kBlock), 0, st, a);
-  } else if (opt.variant == kWindowLookbackStreaming) {
-    gpu::launch(window_lookback_fill_kernel<true>, dim3(tiles), dim3(kBlock), 0, st, a);
-  } else {
+  } else if (opt.variant == kWindowLookbackPlain) {
     gpu::launch(window_lookback_fill_kernel<false>, dim3(tiles), dim3(kBlock), 0, st, a);
+  } else {
+    gpu::launch(window_lookback_fill_kernel<true>, dim3(tiles), dim3(kBlock), 0, st, a);
   }
 }
 

@@ -201,7 +201,7 @@ RingLayoutCase::RingLayoutCase(const fx::Tensors& in, const RingLayoutShape& sta
     if (v < 0 || v >= kr::kWindowVariants)
       throw st::FormatError("ring_layout", "in.variant", "value",
                             std::to_string(v) +
-                                " is not 0 (look-back), 1 (look-back, streaming "
+                                " is not 0 (look-back), 1 (look-back, plain "
                                 "stores) or 2 (three-pass)");
     shape_.variant = v;
   }

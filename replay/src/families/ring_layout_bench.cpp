@@ -28,7 +28,7 @@ std::vector<BenchRow> RingLayoutCase::bench_rows() {
       // window_rows' other fills at the judged sizes, measured beside the default.
       if (std::string(launcher) == "window_rows" && n >= 65536)
         for (const auto& [variant, note] :
-             {std::pair{kr::kWindowLookbackStreaming, "look-back fill, streaming stores"},
+             {std::pair{kr::kWindowLookbackPlain, "look-back fill, plain stores"},
               std::pair{kr::kWindowThreePass, "three-pass fill"}}) {
           RingLayoutShape s = dspark;
           s.variant = variant;
