@@ -21,11 +21,10 @@
 #include "dsv4/fixtures/case_file.hpp"
 #include "dsv4/fixtures/kernel_case.hpp"
 
+#include "dsv4_commit.hpp"  // DSV4_SOURCE_COMMIT, written at build time (bench/CMakeLists.txt)
+
 #ifndef DSV4_SOURCE_DIR
 #define DSV4_SOURCE_DIR "."
-#endif
-#ifndef DSV4_SOURCE_COMMIT
-#define DSV4_SOURCE_COMMIT "unknown"
 #endif
 
 namespace dsv4::bench {
