@@ -98,7 +98,9 @@ TEST(BenchPlan, AddsAndOrdersTheRowsATargetComparesWith) {
   std::set<std::string> seen;
   for (const PlannedRow& r : all_rows()) {
     for (const cases::BenchTarget& t : r.row.targets)
-      if (!t.row.empty()) EXPECT_TRUE(seen.count(t.row)) << r.id << " before " << t.row;
+      if (!t.row.empty()) {
+        EXPECT_TRUE(seen.count(t.row)) << r.id << " before " << t.row;
+      }
     seen.insert(r.id);
   }
 }

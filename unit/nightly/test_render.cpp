@@ -637,7 +637,9 @@ TEST(ShippedBuild, GpuJobsNeedTheBuildJobDownloadItAndBuildNothing) {
     const auto& job = w["jobs"][s.job];
     if (!s.build.ship) {
       // Built in the job itself (asan: its only suite; sglang-kernels: a cpu target).
-      if (s.kind == Kind::kKernels) EXPECT_EQ(builds[s.build.preset + " in " + s.job], 1) << s.job;
+      if (s.kind == Kind::kKernels) {
+        EXPECT_EQ(builds[s.build.preset + " in " + s.job], 1) << s.job;
+      }
       continue;
     }
     shipped.insert(s.build.preset);

@@ -9,10 +9,10 @@
 namespace dsv4::bench {
 
 struct Selection {
-  std::vector<std::string> families;  // empty: every family that declares rows
+  std::vector<std::string> families = {};  // empty: every family that declares rows
   // Each filter is a list of vars words ("B=64,v41"); a row is selected when some filter's every
   // word is one of the row's words. Empty: every row.
-  std::vector<std::string> shapes;
+  std::vector<std::string> shapes = {};
 };
 
 struct PlannedRow {
