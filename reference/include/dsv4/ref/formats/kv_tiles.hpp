@@ -129,12 +129,7 @@ DSV4_HD void v41_short4_bf16(uint32_t codes, uint32_t bias, uint32_t scm6, uint3
     // -2^(sc - 133) in those halves (0x80 (sc - 6) and the sign bit), +0 in the others.
     const uint32_t minus = sub * scm6 | ((sub << 8) & 0x80008000u);
     const uint32_t r = (x & 0x80008000u) | bf16x2_add_exact(v, minus);
-    if constexpr (kNaN) {
-      const uint32_t mask = mxfp8::nan_half_mask(nan, j);
-      out[j] = (r & ~mask) | (0x7fc07fc0u & mask);
-    } else {
-      out[j] = r;
-    }
+    out[j] = kNaN ? mxfp8::nan_patched_pair(r, nan, j) : r;
   }
 }
 
@@ -322,9 +317,7 @@ DSV4_HD void v4_decode4_bits(uint32_t codes, uint8_t sc, Fp8Flavour f, uint32_t*
   const uint32_t rebias = f == Fp8Flavour::kE4m3fnuz ? 8u : 7u;
   if (v4_short_scale(sc, f) && mxfp8::four_exponent_codes(codes)) {
     mxfp8::move4_bits(codes, sc - rebias, out);
-    const uint32_t nan = v4_short_nan_bits(codes, f);
-    DSV4_FMT_UNROLL
-    for (int k = 0; k < 4; ++k) out[k] = (nan >> (8 * k + 7)) & 1u ? kNaN32 : out[k];
+    mxfp8::nan_patch_bits4(v4_short_nan_bits(codes, f), out);
     return;
   }
   DSV4_FMT_UNROLL
@@ -339,10 +332,7 @@ DSV4_HD void v4_decode4_bf16(uint32_t codes, uint8_t sc, Fp8Flavour f, uint32_t*
     mxfp8::move4_bf16(codes, sc - rebias, out);
     const uint32_t nan = v4_short_nan_bits(codes, f);
     DSV4_FMT_UNROLL
-    for (int j = 0; j < 2; ++j) {
-      const uint32_t mask = mxfp8::nan_half_mask(nan, j);
-      out[j] = (out[j] & ~mask) | (0x7fc07fc0u & mask);
-    }
+    for (int j = 0; j < 2; ++j) out[j] = mxfp8::nan_patched_pair(out[j], nan, j);
     return;
   }
   DSV4_FMT_UNROLL

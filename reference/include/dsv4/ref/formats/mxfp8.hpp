@@ -161,15 +161,27 @@ DSV4_HD uint32_t nan_half_mask(uint32_t nan, int j) {
   return (((b >> 7) & 1u) | ((b & 0x8000u) << 1)) * 0xffffu;
 }
 
+// Word j of a word's bf16 pairs with the halves of its NaN codes set to the NaN 0x7fc0 (nan =
+// nan_code_bits of the word; every reader of pairs patches its short path's result this way).
+DSV4_HD uint32_t nan_patched_pair(uint32_t pair, uint32_t nan, int j) {
+  const uint32_t mask = nan_half_mask(nan, j);
+  return (pair & ~mask) | (0x7fc07fc0u & mask);
+}
+
+// A word's four fp32 values with those of its NaN codes set to the NaN 0x7fc00000 (nan =
+// nan_code_bits of the word, or 0 where the format's NaN cannot reach the short path).
+DSV4_HD void nan_patch_bits4(uint32_t nan, uint32_t* out) {
+  DSV4_FMT_UNROLL
+  for (int k = 0; k < 4; ++k) out[k] = (nan >> (8 * k + 7)) & 1u ? 0x7fc00000u : out[k];
+}
+
 // Four codes (byte k is code k) under one scale: out[k] = decode_bits(code k, sc). Short path for
 // the scales of decode_short_scale when every exponent field is nonzero: move4_bits, then the NaN
 // codes' values replaced by the NaN (selects). Otherwise decode_bits per code (branch-free too).
 DSV4_HD void decode4_bits(uint32_t codes, uint8_t sc, uint32_t* out) {
   if (decode_short_scale(sc) && four_exponent_codes(codes)) {
     move4_bits(codes, sc - 7u, out);
-    const uint32_t nan = nan_code_bits(codes);
-    DSV4_FMT_UNROLL
-    for (int k = 0; k < 4; ++k) out[k] = (nan >> (8 * k + 7)) & 1u ? 0x7fc00000u : out[k];
+    nan_patch_bits4(nan_code_bits(codes), out);
     return;
   }
   DSV4_FMT_UNROLL
@@ -185,10 +197,7 @@ DSV4_HD void decode4_bf16(uint32_t codes, uint8_t sc, uint32_t* out) {
     move4_bf16(codes, sc - 7u, out);
     const uint32_t nan = nan_code_bits(codes);
     DSV4_FMT_UNROLL
-    for (int j = 0; j < 2; ++j) {
-      const uint32_t mask = nan_half_mask(nan, j);
-      out[j] = (out[j] & ~mask) | (0x7fc07fc0u & mask);
-    }
+    for (int j = 0; j < 2; ++j) out[j] = nan_patched_pair(out[j], nan, j);
     return;
   }
   DSV4_FMT_UNROLL
