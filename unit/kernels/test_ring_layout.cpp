@@ -185,7 +185,13 @@ TEST_F(RingLayout, RowsAtEveryWordOffsetByEveryFill) {
       EXPECT_EQ(d_rows.download(stream()), want_rows);
       EXPECT_EQ(d_errors.download(stream())[0], want_errors);
       EXPECT_EQ(want_errors, invalid);
+      // The launch's pointers are raw (the shifted rows), so every buffer's canaries by name.
       EXPECT_TRUE(d_rows.guards_intact());
+      EXPECT_TRUE(d_indptr.guards_intact());
+      EXPECT_TRUE(d_errors.guards_intact());
+      EXPECT_TRUE(d_batch.guards_intact());
+      EXPECT_TRUE(d_pos.guards_intact());
+      EXPECT_TRUE(d_slot.guards_intact());
     }
 }
 

@@ -21,6 +21,10 @@
 namespace dsv4::cases {
 namespace {
 
+// Level two's K as computed: the shape's, or 1 for level one alone (K = 0), whose keys no output
+// publishes (the reference drops them, the device writes them to scratch).
+size_t computed_K(const CandidateBlocksShape& s) { return size_t(s.K ? s.K : 1); }
+
 namespace ref = ::dsv4::ref::candidate_blocks;
 namespace kern = ::dsv4::kernels::candidate_blocks;
 
@@ -171,9 +175,8 @@ std::vector<fx::OutputSpec> CandidateBlocksCase::outputs(const fx::Tensors& in) 
 
 fx::Tensors CandidateBlocksCase::reference(const fx::Tensors& in) const {
   const st::Tensor& scores = input(in, "scores");
-  // Level one alone: the blocks do not depend on K; level two runs at K = 1, unpublished.
-  const size_t B = scores.shape[0], nb = size_t(shape_.nb),
-               K = size_t(std::max<int64_t>(shape_.K, 1));
+  // Level one alone: the blocks do not depend on K (computed_K).
+  const size_t B = scores.shape[0], nb = size_t(shape_.nb), K = computed_K(shape_);
   std::vector<int32_t> blocks(B * nb), keys(B * K);
   ref::select(scores.values<float>("in.scores"), input(in, "lens").values<int32_t>("in.lens"),
               {.B = B, .width = size_t(width_of(in)), .stride = scores.shape[1]},
@@ -185,7 +188,8 @@ fx::Tensors CandidateBlocksCase::reference(const fx::Tensors& in) const {
 
 std::vector<fx::ScratchSpec> CandidateBlocksCase::scratch(const fx::Tensors& in) const {
   if (shape_.K) return {};
-  return {{.name = "level_two_keys", .bytes = size_t(input(in, "scores").shape.at(0)) * 4}};
+  return {{.name = "level_two_keys",
+           .bytes = size_t(input(in, "scores").shape.at(0)) * computed_K(shape_) * 4}};
 }
 
 void CandidateBlocksCase::launch(const fx::DeviceTensors& d, gpu::Stream s) const {
@@ -197,7 +201,7 @@ void CandidateBlocksCase::launch(const fx::DeviceTensors& d, gpu::Stream s) cons
                      .B = int64_t(scores.shape[0]),
                      .bs = shape_.bs,
                      .nb = shape_.nb,
-                     .K = shape_.K ? shape_.K : 1,
+                     .K = int64_t(computed_K(shape_)),
                      .blocks_out = d.ptr<int32_t>("blocks"),
                      .keys_out = shape_.K ? d.ptr<int32_t>("keys")
                                           : reinterpret_cast<int32_t*>(d.ptr<uint8_t>(
