@@ -1,6 +1,7 @@
 // compact_pages kernels: bf16 rows -> SGLang's paged KV layouts at slot locations (quantise), and
 // slots -> bf16 / fp32 rows (dequantise), through the shared tile codecs of
-// dsv4/ref/formats/kv_tiles.hpp, so kernel and reference round the same way.
+// dsv4/ref/formats/kv_tiles.hpp (the e4m3fn ones through the device's conversions where it has
+// them, kv_codecs_device.hpp), so kernel and reference round the same way.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
@@ -17,6 +18,7 @@
 #endif
 
 #include "compact_pages_tiles.hpp"  // after the pragma: its code is compiled under it too
+#include "kv_codecs_device.hpp"
 
 namespace dsv4::kernels::compact_pages {
 namespace {
@@ -189,12 +191,8 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantizeArgs a) {
       minifloat::Bf16Amax m{mx[k], mx[k] > kv::kInfBits};
       const kv::V41Tile tl = kv::v41_tile(m);
       sc_word |= uint32_t(tl.sc) << (8 * k);
-      DSV4_FMT_UNROLL
-      for (int j = k * kTileValues / 2; j < (k + 1) * kTileValues / 2; j += 2)
-        q[j / 2] = uint32_t(kv::v41_encode(uint16_t(w[j]), tl)) |
-                   (uint32_t(kv::v41_encode(uint16_t(w[j] >> 16), tl)) << 8) |
-                   (uint32_t(kv::v41_encode(uint16_t(w[j + 1]), tl)) << 16) |
-                   (uint32_t(kv::v41_encode(uint16_t(w[j + 1] >> 16), tl)) << 24);
+      kv_device::v41_encode_words<kTileValues / 4>(w + k * kTileValues / 2, tl,
+                                                   q + k * kTileValues / 4);
     }
     store_bytes<kV>(data + v0, q);
   } else {
@@ -208,12 +206,8 @@ __global__ void __launch_bounds__(kThreads) quantize_kernel(QuantizeArgs a) {
       minifloat::Bf16Amax m{mx[k], false};
       const kv::V4Tile tl = kv::v4_tile(m, P.fp8);
       sc_word |= uint32_t(tl.sc) << (8 * k);
-      DSV4_FMT_UNROLL
-      for (int j = k * kTileValues / 2; j < (k + 1) * kTileValues / 2; j += 2)
-        q[j / 2] = uint32_t(kv::v4_encode(uint16_t(w[j]), tl)) |
-                   (uint32_t(kv::v4_encode(uint16_t(w[j] >> 16), tl)) << 8) |
-                   (uint32_t(kv::v4_encode(uint16_t(w[j + 1]), tl)) << 16) |
-                   (uint32_t(kv::v4_encode(uint16_t(w[j + 1] >> 16), tl)) << 24);
+      kv_device::v4_encode_words<kTileValues / 4>(w + k * kTileValues / 2, tl,
+                                                  q + k * kTileValues / 4);
     }
     store_bytes<kV>(data + v0, q);
   }
@@ -279,12 +273,12 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
     for (int j = 0; j < kOutWords; ++j)
       w[j] = kF32 ? (j % 2 ? codes[j / 2] & 0xffff0000u : codes[j / 2] << 16) : codes[j];
   } else if constexpr (P.id == KvLayout::kV41 && !kF32 && kGroup) {
-    kv::v41_decode_words_bf16<kV / 4>(codes, sc, w);
+    kv_device::v41_decode_words_bf16<kV / 4>(codes, sc, w);
   } else if constexpr (P.id == KvLayout::kV41) {
     DSV4_FMT_UNROLL
     for (int k = 0; k < kV / 4; ++k) {
       if constexpr (kF32)
-        mxfp8::decode4_bits(codes[k], sc, w + 4 * k);
+        kv_device::v41_decode4_bits(codes[k], sc, w + 4 * k);
       else
         mxfp8::decode4_bf16(codes[k], sc, w + 2 * k);
     }
@@ -292,9 +286,9 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
     DSV4_FMT_UNROLL
     for (int k = 0; k < kV / 4; ++k) {
       if constexpr (kF32)
-        kv::v4_decode4_bits(codes[k], sc, P.fp8, w + 4 * k);
+        kv_device::v4_decode4_bits(codes[k], sc, P.fp8, w + 4 * k);
       else
-        kv::v4_decode4_bf16(codes[k], sc, P.fp8, w + 2 * k);
+        kv_device::v4_decode4_bf16(codes[k], sc, P.fp8, w + 2 * k);
     }
   } else if constexpr (!kF32) {  // fp4 -> bf16 through the scale's table
     const nvfp4::PairTable tb = nvfp4::pair_table(sc);
@@ -365,14 +359,14 @@ __global__ void __launch_bounds__(kThreads) dequantize_f32_grouped_kernel(Dequan
       w[0] = c[g] << 16, w[1] = c[g] & 0xffff0000u, w[2] = c2[g] << 16;
       w[3] = c2[g] & 0xffff0000u;
     } else if constexpr (P.id == KvLayout::kV41) {
-      mxfp8::decode4_bits(c[g], sc[g], w);
+      kv_device::v41_decode4_bits(c[g], sc[g], w);
     } else if constexpr (P.fp4) {
       const nvfp4::Decoder d = nvfp4::decoder(sc[g]);
       DSV4_FMT_UNROLL
       for (int i = 0; i < 4; ++i)
         w[i] = d.nan ? kv::kNaN32 : nvfp4::decode_bits_number(uint8_t((c[g] >> (4 * i)) & 0xfu), d);
     } else {
-      kv::v4_decode4_bits(c[g], sc[g], P.fp8, w);
+      kv_device::v4_decode4_bits(c[g], sc[g], P.fp8, w);
     }
     gpu::store16_streaming(out + v, w[0], w[1], w[2], w[3]);
   }

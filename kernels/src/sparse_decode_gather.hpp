@@ -1,6 +1,7 @@
 // sparse_decode's gather: the tile geometry, a tile's indices, its bytes read from SGLang's pages
-// (every layout, through the shared readers of formats/kv_tiles.hpp) and its keys decoded to bf16
-// in shared memory. Private to kernels/src/sparse_decode.hip.
+// (every layout, through the shared readers of formats/kv_tiles.hpp, the e4m3fn ones through the
+// device's conversions where it has them: kv_codecs_device.hpp) and its keys decoded to bf16 in
+// shared memory. Private to kernels/src/sparse_decode.hip.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include "dsv4/gpu/mma.hpp"  // DSV4_MMA_NV: the key layout (key_col)
 #include "dsv4/kernels/sparse_decode.hpp"
 #include "dsv4/ref/formats/kv_tiles.hpp"
+#include "kv_codecs_device.hpp"
 
 namespace dsv4::kernels::sparse_decode {
 namespace {
@@ -126,11 +128,11 @@ __device__ __forceinline__ void decode_raw(const Cache& c, int64_t slot, int par
     uint32_t codes[8];
     DSV4_UNROLL
     for (int i = 0; i < 8; ++i) codes[i] = word(r.v, i);
-    kv::v41_decode_words_bf16<8>(codes, sc, w);
+    kv_device::v41_decode_words_bf16<8>(codes, sc, w);
     return;
   }
   DSV4_UNROLL
-  for (int i = 0; i < 8; ++i) kv::v4_decode4_bf16(word(r.v, i), sc, L.fp8, w + 2 * i);
+  for (int i = 0; i < 8; ++i) kv_device::v4_decode4_bf16(word(r.v, i), sc, L.fp8, w + 2 * i);
 }
 
 // The block's tiles: those of main's columns in [c0, c1), then those of extra's, each range cut
