@@ -16,13 +16,15 @@
 #include <string>
 #include <utility>
 
+#include "device_units.hpp"
 #include "dsv4/gpu/gpu.hpp"
 #include "dsv4/kernels/ring_layout.hpp"
 
 namespace dsv4::kernels::ring_layout {
 namespace {
 
-constexpr int kBlock = 256;
+constexpr int kBlock = 256;         // threads of most kernels, and tokens of a window_rows tile
+constexpr int kFillThreads = 1024;  // threads of a look-back fill block (one per tile)
 constexpr int kScanThreads = 256;
 // Tokens per thread per tile of the offset scan (8 spills scalar registers on gfx942).
 constexpr int kScanItems = 4;
@@ -100,19 +102,21 @@ __device__ __forceinline__ int32_t window_count(const WindowArgs& a, int64_t d, 
   return int32_t((p < a.g.win - 1 ? p : a.g.win - 1) + 1);  // min(p + 1, win) without overflow
 }
 
-// Inclusive Hillis-Steele scan of one value per thread over the block (kBlock threads); every
-// thread has read `sums` when it returns.
+// Inclusive Hillis-Steele scan of one value per thread over the block's first kBlock threads
+// (sums[kBlock]; a wider block's other threads take part in the barriers and get 0); every thread
+// has read `sums` when it returns.
 __device__ __forceinline__ int32_t block_inclusive_scan(int32_t v, int32_t* sums) {
   const int tid = int(threadIdx.x);
-  sums[tid] = v;
+  const bool in = tid < kBlock;
+  if (in) sums[tid] = v;
   __syncthreads();
   for (int off = 1; off < kBlock; off <<= 1) {
-    const int32_t add = tid >= off ? sums[tid - off] : 0;
+    const int32_t add = in && tid >= off ? sums[tid - off] : 0;
     __syncthreads();
-    sums[tid] += add;
+    if (in) sums[tid] += add;
     __syncthreads();
   }
-  const int32_t r = sums[tid];
+  const int32_t r = in ? sums[tid] : 0;
   __syncthreads();
   return r;
 }
@@ -152,6 +156,7 @@ __device__ __forceinline__ int32_t block_max(int32_t v, int32_t* slot, int tid) 
 // count itself there; the look-back fill stores -1 - count, so a negative E_j is a count and a
 // non-negative one is the tile's final offset (written by the tile's own fill block).
 __global__ void __launch_bounds__(kBlock) window_tile_counts_kernel(WindowArgs a, bool encoded) {
+  gpu::release_dependents();  // the look-back fill may start: it waits before reading the counts
   __shared__ int32_t sum;
   const int tid = int(threadIdx.x);
   const int64_t first = int64_t(blockIdx.x) * kBlock;
@@ -172,17 +177,19 @@ __global__ void __launch_bounds__(kBlock) window_tile_counts_kernel(WindowArgs a
 // block that starts after others finished meets a final offset within about one wave of tiles.
 constexpr int kLookItems = 4;
 
-// The rows of tile j (no errors counted: its own block counts them).
+// The rows of tile j (no errors counted: its own block counts them), from the block's first
+// kBlock threads.
 __device__ __forceinline__ int32_t tile_rows(const WindowArgs& a, int64_t j, int32_t* slot,
                                              int tid) {
   const int64_t d = j * kBlock + tid;
-  return block_sum(d < a.D ? window_count(a, d, false) : 0, slot, tid);
+  return block_sum(tid < kBlock && d < a.D ? window_count(a, d, false) : 0, slot, tid);
 }
 
-// Rows of the tiles before tile k (k >= 1). red: two shared int32.
+// Rows of the tiles before tile k (k >= 1), by a block of kThr threads. red: two shared int32.
+template <int kThr>
 __device__ int32_t tile_offset(const WindowArgs& a, int64_t k, int32_t* red, int tid) {
   const volatile int32_t* ip = a.indptr;  // other blocks write these entries meanwhile
-  constexpr int64_t kChunk = int64_t(kLookItems) * kBlock;
+  constexpr int64_t kChunk = int64_t(kLookItems) * kThr;
   int32_t acc = 0;
   for (int64_t hi = k; hi > 0; hi -= kChunk) {
     const int64_t lo = hi > kChunk ? hi - kChunk : 0;
@@ -190,7 +197,7 @@ __device__ int32_t tile_offset(const WindowArgs& a, int64_t k, int32_t* red, int
     int32_t last_final = -1;  // the nearest tile in [lo, hi) whose entry holds its offset
     DSV4_UNROLL
     for (int i = 0; i < kLookItems; ++i) {
-      const int32_t j = int32_t(lo) + i * kBlock + tid;  // tiles < 2^23
+      const int32_t j = int32_t(lo) + i * kThr + tid;  // tiles < 2^23
       v[i] = j < hi ? ip[int64_t(j) * kBlock] : -1;
       if (v[i] >= 0) last_final = j;
     }
@@ -198,7 +205,7 @@ __device__ int32_t tile_offset(const WindowArgs& a, int64_t k, int32_t* red, int
     int32_t part = 0;
     DSV4_UNROLL
     for (int i = 0; i < kLookItems; ++i) {
-      const int32_t j = int32_t(lo) + i * kBlock + tid;
+      const int32_t j = int32_t(lo) + i * kThr + tid;
       if (j < hi && j > jf) part += -1 - v[i];
       if (j == jf) red[1] = v[i];  // o_jf, read after block_sum's barriers
     }
@@ -226,14 +233,20 @@ __device__ __forceinline__ int token_of(const int32_t* begin_of, int32_t e) {
   return t;
 }
 
-// Block k: its tokens' counts (errors counted here, once), its offset (tile_offset), its indptr
-// entries (indptr[D] too in the last tile), then its rows. The rows of a tile are one contiguous
-// range [offset, offset + total); the block walks it in 16-byte aligned int4 stores (thread i
-// takes chunks i, i + kBlock, ...; each finds its token by a binary search over begin_of and
-// steps to the next token inside the chunk), with at most 3 scalar rows at either end. Streaming
-// (the default): store16_streaming (evict-first); else plain stores.
-template <bool kStreaming>
-__global__ void __launch_bounds__(kBlock) window_lookback_fill_kernel(WindowArgs a) {
+// Block k (kThr >= kBlock threads): its tokens' counts (errors counted here, once; the first
+// kBlock threads hold a token each), its offset (tile_offset), its indptr entries (indptr[D] too
+// in the last tile), then its rows. The rows of a tile are one contiguous range [offset, offset +
+// total); the block walks it in 16-byte aligned int4 stores (thread i takes chunks i, i + kThr,
+// ...; each finds its token by a binary search over begin_of and steps to the next token inside
+// the chunk), with at most 3 scalar rows at either end. Streaming (the default): store16_streaming
+// (evict-first); else plain stores. A tile's ~32K rows are most of the work and there are only
+// D / kBlock tiles, so while they all fit at once a block has 1024 threads: on an H200 at 65536
+// tokens (256 tiles) blocks of 256 left the SMs at 23% occupancy (17.1 us, latency-bound on the
+// rows' searches). Launched as the counts' dependent (gpu::launch_dependent): the tokens' loads
+// and scan overlap the counts launch, and the block waits for it before touching indptr.
+template <bool kStreaming, int kThr>
+__global__ void __launch_bounds__(kThr) window_lookback_fill_kernel(WindowArgs a) {
+  static_assert(kThr >= kBlock && kThr % 32 == 0);
   __shared__ int32_t sums[kBlock];
   __shared__ int32_t begin_of[kBlock + 1];  // [kBlock]: the tile's end
   __shared__ int32_t base_of[kBlock];       // slot * ring: the token's first pool row
@@ -241,21 +254,25 @@ __global__ void __launch_bounds__(kBlock) window_lookback_fill_kernel(WindowArgs
   __shared__ int32_t red[2];
   const int tid = int(threadIdx.x);
   const int64_t k = blockIdx.x, first = k * kBlock, d = first + tid;
-  const int32_t n = d < a.D ? window_count(a, d, true) : 0;
+  const bool token = tid < kBlock && d < a.D;
+  const int32_t n = token ? window_count(a, d, true) : 0;
   if (n > 0) {
     const int64_t s = a.slot[a.batch_id[d]];
     base_of[tid] = int32_t(s * a.g.ring);
     start_of[tid] = int32_t((a.pos[d] - n + 1) % a.g.ring);
   }
   const int32_t incl = block_inclusive_scan(n, sums);
-  const int32_t offset = k > 0 ? tile_offset(a, k, red, tid) : 0;
+  // Everything above reads inputs only; from here on indptr, which the counts launch writes
+  // (launched as its dependent, this block may have started while it ran).
+  gpu::wait_prior_grid();
+  const int32_t offset = k > 0 ? tile_offset<kThr>(a, k, red, tid) : 0;
   const int32_t begin = offset + incl - n;
-  begin_of[tid] = begin;
+  if (tid < kBlock) begin_of[tid] = begin;
   if (tid == kBlock - 1) {
     begin_of[kBlock] = offset + incl;
     if (k == (a.D - 1) / kBlock) a.indptr[a.D] = offset + incl;  // the last tile
   }
-  if (d < a.D) a.indptr[d] = begin;  // d == first: E_k's final value
+  if (token) a.indptr[d] = begin;  // d == first: E_k's final value
   __syncthreads();
 
   const int32_t ring = int32_t(a.g.ring);  // ring * n_slots <= INT32_MAX (check_ring)
@@ -265,14 +282,14 @@ __global__ void __launch_bounds__(kBlock) window_lookback_fill_kernel(WindowArgs
   int64_t a0 = t0 + ((4 - ((t0 + mis) & 3)) & 3), a1 = t1 - ((t1 + mis) & 3);
   if (a1 <= a0) a0 = a1 = t1;  // no whole aligned chunk: every row scalar
   auto scalar = [&](int64_t lo, int64_t hi) {
-    for (int64_t e = lo + tid; e < hi; e += kBlock) {
+    for (int64_t e = lo + tid; e < hi; e += kThr) {
       const int t = token_of(begin_of, int32_t(e));
       a.rows[e] = window_row(begin_of, base_of, start_of, t, int32_t(e), ring);
     }
   };
   scalar(t0, a0);
   scalar(a1, t1);
-  for (int64_t c = a0 + 4 * int64_t(tid); c < a1; c += 4 * int64_t(kBlock)) {
+  for (int64_t c = a0 + 4 * int64_t(tid); c < a1; c += 4 * int64_t(kThr)) {
     const int32_t e = int32_t(c);
     int t = token_of(begin_of, e);
     int32_t w[4];
@@ -483,10 +500,18 @@ void window_rows(const int32_t* batch_id, const int64_t* pos, int64_t D, const i
   if (three_pass) {
     gpu::launch(window_tile_offsets_kernel, dim3(1), dim3(kScanThreads), 0, st, a);
     gpu::launch(window_tile_fill_kernel, dim3(tiles), dim3(kBlock), 0, st, a);
-  } else if (opt.variant == kWindowLookbackPlain) {
-    gpu::launch(window_lookback_fill_kernel<false>, dim3(tiles), dim3(kBlock), 0, st, a);
+  } else if (opt.variant == kWindowLookbackNarrow) {
+    gpu::launch(window_lookback_fill_kernel<true, kBlock>, dim3(tiles), dim3(kBlock), 0, st, a);
   } else {
-    gpu::launch(window_lookback_fill_kernel<true>, dim3(tiles), dim3(kBlock), 0, st, a);
+    // Wide blocks while every tile's block fits on the device at once (two of 1024 threads per
+    // compute unit); past that the narrow ones, which keep more tiles in flight.
+    const bool wide = int64_t(tiles) <= 2 * compute_units();
+    const bool plain = opt.variant == kWindowLookbackPlain;
+    auto fill = wide ? (plain ? window_lookback_fill_kernel<false, kFillThreads>
+                              : window_lookback_fill_kernel<true, kFillThreads>)
+                     : (plain ? window_lookback_fill_kernel<false, kBlock>
+                              : window_lookback_fill_kernel<true, kBlock>);
+    gpu::launch_dependent(fill, dim3(tiles), dim3(wide ? kFillThreads : kBlock), 0, st, a);
   }
 }
 

@@ -345,7 +345,8 @@ TEST(RingLayoutLauncher, BadArgumentsNameTheField) {
                   kr::window_rows(p32, p64, 4, p64, 2, kRing, p32, p32, p64, nullptr,
                                   {.variant = variant});
                 }),
-                HasSubstr("variant=" + std::to_string(variant) + " must be in [0, 3)"));
+                HasSubstr("variant=" + std::to_string(variant) + " must be in [0, " +
+                          std::to_string(kr::kWindowVariants) + ")"));
   EXPECT_THAT(
       launch_error([&] { kr::prefill_slots(p64, p32, -1, p64, 4, p64, p64, p64, nullptr); }),
       HasSubstr("B=-1"));

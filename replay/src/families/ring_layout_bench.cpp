@@ -29,7 +29,8 @@ std::vector<BenchRow> RingLayoutCase::bench_rows() {
       if (std::string(launcher) == "window_rows" && n >= 65536)
         for (const auto& [variant, note] :
              {std::pair{kr::kWindowLookbackPlain, "look-back fill, plain stores"},
-              std::pair{kr::kWindowThreePass, "three-pass fill"}}) {
+              std::pair{kr::kWindowThreePass, "three-pass fill"},
+              std::pair{kr::kWindowLookbackNarrow, "look-back fill, blocks of 256"}}) {
           RingLayoutShape s = dspark;
           s.variant = variant;
           rows.push_back({s.vars(), {}, note});

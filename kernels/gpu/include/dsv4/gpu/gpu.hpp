@@ -437,6 +437,50 @@ inline void launch_cooperative(void (*kernel)(KArgs...), dim3 grid, dim3 block, 
 #endif
 }
 
+// A launch that may start before the previous kernel on `stream` has finished (CUDA's
+// programmatic dependent launch, sm_90 and later): its blocks must call wait_prior_grid() before
+// reading anything the previous kernel writes, and the previous kernel may call
+// release_dependents() to let them start (else they start as it ends). The runtime starts the
+// dependent grid only once every block of the previous one has released it or exited, so a
+// waiting block never holds back a block it waits for. Elsewhere (HIP, older devices) a plain
+// launch: wait_prior_grid() and release_dependents() do nothing. Capturable.
+template <class... KArgs, class... Args>
+inline void launch_dependent(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                             hipStream_t stream, Args&&... args) {
+#if DSV4_GPU_CUDA
+  static_assert(sizeof...(KArgs) == sizeof...(Args), "launch_dependent: argument count");
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  hipError_t e =
+      cudaLaunchKernelEx(&config, kernel, std::decay_t<KArgs>(std::forward<Args>(args))...);
+  if (e == hipSuccess) e = hipGetLastError();
+  if (e != hipSuccess) throw_error(e, "dependent kernel launch", __FILE__, __LINE__);
+#else
+  launch(kernel, grid, block, smem, stream, std::forward<Args>(args)...);
+#endif
+}
+
+__device__ __forceinline__ void wait_prior_grid() {
+#if DSV4_GPU_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void release_dependents() {
+#if DSV4_GPU_CUDA && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Every block of a cooperative launch waits here until all have arrived; the writes of every
 // block before it are visible to every block after it (the runtime's grid barrier).
 __device__ __forceinline__ void grid_sync() {
