@@ -79,8 +79,7 @@ def quantize_v41_fp4(x):
     clamp(amax / 6, 2^-9, 448), nearest even, amax over |x| with +-inf counted as the largest finite
     value; a tile holding a NaN gets the NaN scale 0x7f and codes 0. Codes e2m1(x / scale), nearest
     even, saturating at 6 (+-inf gives +-6), the sign kept on zero; value 2i in the low nibble of
-    byte i. (fp32 x / scale never lands on a midpoint the exact quotient misses: 8 and 4 significant
-    bits.)"""
+    byte i."""
     xf = x.float().view(-1, 32, 16)
     a = xf.abs()
     nan_tile = torch.isnan(a).any(dim=-1)
@@ -89,10 +88,14 @@ def quantize_v41_fp4(x):
     sc = encode_fp8((amax * (1.0 / 6.0)).clamp(2.0 ** -9, 448.0), "e4m3fn")
     sc = torch.where(sc == 0, torch.ones_like(sc), sc)
     sc = torch.where(nan_tile, torch.full_like(sc, 0x7F), sc)
-    q = (xf / fp8_values("e4m3fn").to(x.device)[sc.long()][..., None]).abs()
-    n = torch.zeros(q.shape, dtype=torch.int64, device=x.device)
+    # |x / scale| against each midpoint m as |x| against m * scale: exact products (m has at most
+    # 3 significant bits, the scale 4), no division (Triton's fp32 division is not correctly
+    # rounded, so under torch.compile x / scale crossed midpoints the exact quotient does not).
+    s = fp8_values("e4m3fn").to(x.device)[sc.long()][..., None]
+    n = torch.zeros(a.shape, dtype=torch.int64, device=x.device)
     for i, m in enumerate(E2M1_MIDPOINTS):
-        n += ((q >= m) if i % 2 else (q > m)).long()
+        t = s * m
+        n += ((a >= t) if i % 2 else (a > t)).long()
     code = torch.where(nan_tile[..., None], torch.zeros_like(n), n | (torch.signbit(xf).long() << 3))
     # value 2i in the low nibble of byte i, as a product and sum (Inductor cannot lower the
     # strided slices code[:, 0::2] | code[:, 1::2] << 4: NotImplementedError SliceView)

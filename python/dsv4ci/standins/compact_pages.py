@@ -44,9 +44,10 @@ def fp8_max(flavour):
 def encode_fp8(x, flavour):
     """fp32 -> fp8 code bytes, round to nearest even; |x| <= the flavour's maximum or NaN (the
     values SGLang clamps before its cast). NaN -> the NaN code."""
-    table = fp8_values(flavour).to(x.device)
     top = 0x80 if flavour == "e4m3fnuz" else 0x7F  # the finite positive codes: 0 .. top-1
-    pos = table[:top]
+    # The boundaries as a tensor of their own, not a slice of the table: Inductor cannot lower
+    # bucketize over a sliced view (NotImplementedError: SliceView, torch 2.11).
+    pos = fp8_values(flavour)[:top].clone().to(x.device)
     a = x.abs()
     hi = torch.bucketize(a, pos).clamp(max=top - 1)  # first code with value >= |x|
     lo = (hi - 1).clamp(min=0)
