@@ -20,6 +20,9 @@ std::vector<BenchRow> SparseDecodeCase::bench_rows() {
                     {target::of_copy(0.40), target::speedup(3.0), target::tflops(250)}});
     rows.push_back({shape(l, 64, 2, false)});
   }
+  // B = 64 over more splits than one wave of blocks: the balance a split count buys against the
+  // partials it writes and merges.
+  for (int64_t S : {4, 8}) rows.push_back({shape(KvLayout::kV41, 64, S, false)});
   // decode() choosing its own splits at SGLang's decode batch sizes.
   for (size_t B : {1, 2, 4, 8, 16, 32, 64})
     rows.push_back(
