@@ -23,8 +23,16 @@
 namespace dsv4::kernels::ring_layout {
 namespace {
 
-constexpr int kBlock = 256;         // threads of most kernels, and tokens of a window_rows tile
-constexpr int kFillThreads = 1024;  // threads of a look-back fill block (one per tile)
+constexpr int kBlock = 256;  // threads of most kernels, and tokens of a window_rows tile
+// Threads of a wide look-back fill block (one per tile): 1024 on NVIDIA; 512 on AMD, where a
+// block of 1024 leaves 64 VGPRs a lane and the fill spills (gfx942).
+#if DSV4_GPU_HIP
+constexpr int kFillThreads = 512;
+#else
+constexpr int kFillThreads = 1024;
+#endif
+// Threads a compute unit holds at once (NVIDIA sm_90 and AMD CDNA3 alike).
+constexpr int64_t kThreadsPerUnit = 2048;
 constexpr int kScanThreads = 256;
 // Tokens per thread per tile of the offset scan (8 spills scalar registers on gfx942).
 constexpr int kScanItems = 4;
@@ -240,7 +248,7 @@ __device__ __forceinline__ int token_of(const int32_t* begin_of, int32_t e) {
 // ...; each finds its token by a binary search over begin_of and steps to the next token inside
 // the chunk), with at most 3 scalar rows at either end. Streaming (the default): store16_streaming
 // (evict-first); else plain stores. A tile's ~32K rows are most of the work and there are only
-// D / kBlock tiles, so while they all fit at once a block has 1024 threads: on an H200 at 65536
+// D / kBlock tiles, so while they all fit at once a block has kFillThreads: on an H200 at 65536
 // tokens (256 tiles) blocks of 256 left the SMs at 23% occupancy (17.1 us, latency-bound on the
 // rows' searches). Launched as the counts' dependent (gpu::launch_dependent): the tokens' loads
 // and scan overlap the counts launch, and the block waits for it before touching indptr.
@@ -503,9 +511,9 @@ void window_rows(const int32_t* batch_id, const int64_t* pos, int64_t D, const i
   } else if (opt.variant == kWindowLookbackNarrow) {
     gpu::launch(window_lookback_fill_kernel<true, kBlock>, dim3(tiles), dim3(kBlock), 0, st, a);
   } else {
-    // Wide blocks while every tile's block fits on the device at once (two of 1024 threads per
-    // compute unit); past that the narrow ones, which keep more tiles in flight.
-    const bool wide = int64_t(tiles) <= 2 * compute_units();
+    // Wide blocks while every tile's block fits on the device at once; past that the narrow
+    // ones, which keep more tiles in flight.
+    const bool wide = int64_t(tiles) * kFillThreads <= kThreadsPerUnit * compute_units();
     const bool plain = opt.variant == kWindowLookbackPlain;
     auto fill = wide ? (plain ? window_lookback_fill_kernel<false, kFillThreads>
                               : window_lookback_fill_kernel<true, kFillThreads>)

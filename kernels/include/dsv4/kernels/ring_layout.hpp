@@ -35,9 +35,9 @@ void verify_locs(const int64_t* slot, const int64_t* pos, const int32_t* commit_
 // How window_rows fills, every variant giving the same bytes. All first count each tile's rows
 // (a block per tile of 256 tokens, the count kept in the tile's first indptr entry, so no
 // workspace is needed). kWindowLookback (the default): one more launch (allowed to start while
-// the counts run, where the device can), in which each tile's block (1024 threads while every
-// tile's block fits on the device at once, else 256) sums the counts of the tiles before it
-// itself and writes its indptr entries and its rows as one contiguous range of streaming
+// the counts run, where the device can), in which each tile's block (1024 threads, 512 on AMD,
+// while every tile's block fits on the device at once, else 256) sums the counts of the tiles
+// before it itself and writes its indptr entries and its rows as one contiguous range of streaming
 // (evict-first) 16-byte stores;
 // kWindowLookbackPlain: the same with plain stores (on an H200 at 65536 / 262144 tokens, with
 // blocks of 256, 20.90 / 48.77 us against the streaming 19.81 / 47.20); kWindowThreePass: one
