@@ -20,6 +20,19 @@
 
 namespace dsv4::kernels::kv_device {
 
+// q[i] = the codes code(h) of the four bf16 values h of words w[2i], w[2i+1] (value k in byte k).
+template <int n, class F>
+DSV4_HD void codes_by_value(const uint32_t* w, uint32_t* q, F code) {
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < n; ++i) {
+    uint32_t c = 0;
+    DSV4_FMT_UNROLL
+    for (int k = 0; k < 4; ++k)
+      c |= uint32_t(code(uint16_t(w[2 * i + k / 2] >> (16 * (k % 2))))) << (8 * k);
+    q[i] = c;
+  }
+}
+
 #if DSV4_GPU_FP8_CVT
 // 2^e as fp32, e in [-149, 127] (below -126 an fp32 subnormal).
 __device__ __forceinline__ float pow2f(int e) {
@@ -30,9 +43,6 @@ __device__ __forceinline__ float hi_f32(uint32_t w) { return __uint_as_float(w &
 // Value k (0..3) of words w[0], w[1] as fp32, and its bf16 bits.
 __device__ __forceinline__ float value_f32(const uint32_t* w, int k) {
   return k % 2 ? hi_f32(w[k / 2]) : lo_f32(w[k / 2]);
-}
-__device__ __forceinline__ uint32_t value_bits(const uint32_t* w, int k) {
-  return (w[k / 2] >> (16 * (k % 2))) & 0xffffu;
 }
 
 // The codes of words w[0..2n) (two bf16 values each) times m, word i of q holding values 4i..4i+3.
@@ -73,27 +83,9 @@ template <int n>
 DSV4_HD void v41_encode_words(const uint32_t* w, const kv::V41Tile& t, uint32_t* q) {
 #if DSV4_GPU_FP8_CVT
   if (t.kind == kv::kFinite) return e4m3_scaled_codes<n>(w, pow2f(127 - int(t.sc)), q);
-  DSV4_FMT_UNROLL
-  for (int i = 0; i < n; ++i) {
-    uint32_t c = 0;
-    DSV4_FMT_UNROLL
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t h = value_bits(w + 2 * i, k);
-      const uint32_t v =
-          t.kind == kv::kNaNTile || (h & 0x7fffu) >= kv::kInfBits ? kE4m3NaN : (h >> 8) & 0x80u;
-      c |= v << (8 * k);
-    }
-    q[i] = c;
-  }
+  codes_by_value<n>(w, q, [&](uint16_t h) { return kv::v41_nonfinite_encode(h, t); });
 #else
-  DSV4_FMT_UNROLL
-  for (int i = 0; i < n; ++i) {
-    const uint32_t a = w[2 * i], b = w[2 * i + 1];
-    q[i] = uint32_t(kv::v41_encode(uint16_t(a), t)) |
-           (uint32_t(kv::v41_encode(uint16_t(a >> 16), t)) << 8) |
-           (uint32_t(kv::v41_encode(uint16_t(b), t)) << 16) |
-           (uint32_t(kv::v41_encode(uint16_t(b >> 16), t)) << 24);
-  }
+  codes_by_value<n>(w, q, [&](uint16_t h) { return kv::v41_encode(h, t); });
 #endif
 }
 
@@ -138,49 +130,33 @@ DSV4_HD void v4_encode_words(const uint32_t* w, const kv::V4Tile& t, uint32_t* q
     }
     return;
   }
-  DSV4_FMT_UNROLL
-  for (int i = 0; i < n; ++i) {
-    uint32_t c = 0;
-    DSV4_FMT_UNROLL
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t h = value_bits(w + 2 * i, k);
-      const uint32_t v = (h & 0x7fffu) >= kv::kInfBits ? neg_max : fnuz ? 0u : (h >> 8) & 0x80u;
-      c |= v << (8 * k);
-    }
-    q[i] = c;
-  }
+  codes_by_value<n>(w, q, [&](uint16_t h) { return kv::v4_inf_tile_encode(h, t.fp8); });
 #else
-  DSV4_FMT_UNROLL
-  for (int i = 0; i < n; ++i) {
-    const uint32_t a = w[2 * i], b = w[2 * i + 1];
-    q[i] = uint32_t(kv::v4_encode(uint16_t(a), t)) |
-           (uint32_t(kv::v4_encode(uint16_t(a >> 16), t)) << 8) |
-           (uint32_t(kv::v4_encode(uint16_t(b), t)) << 16) |
-           (uint32_t(kv::v4_encode(uint16_t(b >> 16), t)) << 24);
-  }
+  codes_by_value<n>(w, q, [&](uint16_t h) { return kv::v4_encode(h, t); });
 #endif
 }
 
 #if DSV4_GPU_FP8_CVT
-// Codes of one word (byte k: code k) as fp32 values times 2^(sc - 127), sc <= 254, exact. e4m3fn:
-// NaN codes give some NaN (patched by the callers). e4m3fnuz: each code's e4m3fn value times
-// 2^(sc - 128), but 0x7f / 0xff (e4m3fn NaN) are +-240 * 2^(sc - 127) and the NaN 0x80 (e4m3fn
-// -0) gives some NaN here too.
+// Bit 7 of byte k where code k is the format's NaN: e4m3fn 0x7f / 0xff, e4m3fnuz 0x80.
+template <bool kFnuz>
+__device__ __forceinline__ uint32_t nan_codes(uint32_t codes) {
+  return kFnuz ? zero_bytes(codes ^ 0x80808080u) : mxfp8::nan_code_bits(codes);
+}
+
+// Codes of one word (byte k: code k) as fp32 values times 2^(sc - 127), sc <= 254, exact but for
+// the NaN codes (nan_codes), which the callers patch. e4m3fnuz: each code's e4m3fn value times
+// 2^(sc - 128), but 0x7f / 0xff (e4m3fn NaN) are +-240 * 2^(sc - 127).
 template <bool kFnuz>
 __device__ __forceinline__ void e4m3_scaled_f32x4(uint32_t codes, uint8_t sc, float* f) {
   gpu::fp8::e4m3_to_f32x4(codes, f);
-  const float m = pow2f(int(sc) - (kFnuz ? 128 : 127));
   if (kFnuz) {
-    const uint32_t top = mxfp8::nan_code_bits(codes);      // 0x7f / 0xff: e4m3fnuz's +-240
-    const uint32_t nan = zero_bytes(codes ^ 0x80808080u);  // the NaN 0x80
-    if (top | nan) {
+    if (const uint32_t top = mxfp8::nan_code_bits(codes)) {  // 0x7f / 0xff: e4m3fnuz's +-240
       DSV4_FMT_UNROLL
-      for (int k = 0; k < 4; ++k) {
+      for (int k = 0; k < 4; ++k)
         if ((top >> (8 * k + 7)) & 1u) f[k] = (codes >> (8 * k + 7)) & 1u ? -480.0f : 480.0f;
-        if ((nan >> (8 * k + 7)) & 1u) f[k] = __uint_as_float(kv::kNaN32);
-      }
     }
   }
+  const float m = pow2f(int(sc) - (kFnuz ? 128 : 127));
   DSV4_FMT_UNROLL
   for (int k = 0; k < 4; ++k) f[k] *= m;
 }
@@ -195,40 +171,25 @@ __device__ __forceinline__ void e4m3_scaled_bits(const uint32_t* codes, uint8_t 
     e4m3_scaled_f32x4<kFnuz>(codes[i], sc, f);
     DSV4_FMT_UNROLL
     for (int k = 0; k < 4; ++k) out[4 * i + k] = __float_as_uint(f[k]);
-    if (!kFnuz) mxfp8::nan_patch_bits4(mxfp8::nan_code_bits(codes[i]), out + 4 * i);
-  }
-  if (kFnuz) {  // the NaN above is the kNaN32 pattern itself, multiplied: put it back
-    DSV4_FMT_UNROLL
-    for (int i = 0; i < 4 * n; ++i)
-      out[i] = (out[i] & 0x7fffffffu) > 0x7f800000u ? kv::kNaN32 : out[i];
+    mxfp8::nan_patch_bits4(nan_codes<kFnuz>(codes[i]), out + 4 * i);
   }
 }
 template <bool kFnuz, int n>
 __device__ __forceinline__ void e4m3_scaled_bf16(const uint32_t* codes, uint8_t sc, uint32_t* out) {
   uint32_t nan = 0;
-  if (!kFnuz) {
-    DSV4_FMT_UNROLL
-    for (int i = 0; i < n; ++i) nan |= mxfp8::nan_code_bits(codes[i]);
-  }
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < n; ++i) nan |= nan_codes<kFnuz>(codes[i]);
   DSV4_FMT_UNROLL
   for (int i = 0; i < n; ++i) {
     float f[4];
     e4m3_scaled_f32x4<kFnuz>(codes[i], sc, f);
-    uint32_t p[2] = {gpu::fp8::bf16x2_from_f32(f[0], f[1]), gpu::fp8::bf16x2_from_f32(f[2], f[3])};
-    if (kFnuz) {  // NaN halves (only from the NaN code) to 0x7fc0
-      DSV4_FMT_UNROLL
-      for (int j = 0; j < 2; ++j) {
-        const uint32_t nh = nan_halves(p[j]);
-        const uint32_t mask = ((nh >> 15) & 1u) * 0xffffu | ((nh >> 31) & 1u) * 0xffff0000u;
-        p[j] = (p[j] & ~mask) | (0x7fc07fc0u & mask);
-      }
-    }
-    out[2 * i] = p[0], out[2 * i + 1] = p[1];
+    out[2 * i] = gpu::fp8::bf16x2_from_f32(f[0], f[1]);
+    out[2 * i + 1] = gpu::fp8::bf16x2_from_f32(f[2], f[3]);
   }
-  if (!kFnuz && nan) {  // a page a writer wrote has NaN codes only in NaN tiles
+  if (nan) {  // a page a writer wrote has NaN codes only in NaN tiles
     DSV4_FMT_UNROLL
     for (int i = 0; i < n; ++i) {
-      const uint32_t b = mxfp8::nan_code_bits(codes[i]);
+      const uint32_t b = nan_codes<kFnuz>(codes[i]);
       out[2 * i] = mxfp8::nan_patched_pair(out[2 * i], b, 0);
       out[2 * i + 1] = mxfp8::nan_patched_pair(out[2 * i + 1], b, 1);
     }

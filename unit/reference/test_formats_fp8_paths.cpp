@@ -60,6 +60,11 @@ TEST(Fp8Paths, V41EncodeEqualsTheExactEncodeForEveryBf16AndEveryTile) {
       if (got != want)
         miss.add("kind " + std::to_string(t.kind) + " sc " + std::to_string(t.sc) + " x " +
                  hex(h, 4) + ": got " + hex(got, 2) + " want " + hex(want, 2));
+      // The selects the device writers take in non-finite tiles (kernels/src/kv_codecs_device.hpp).
+      if (t.kind != kv::kFinite)
+        if (const uint8_t sel = kv::v41_nonfinite_encode(uint16_t(h), t); sel != want)
+          miss.add("v41_nonfinite_encode kind " + std::to_string(t.kind) + " x " + hex(h, 4) +
+                   ": got " + hex(sel, 2) + " want " + hex(want, 2));
     }
   EXPECT_EQ(miss.count(), 0);
 }
@@ -90,6 +95,11 @@ TEST(Fp8Paths, V4EncodeEqualsTheExactEncodeForEveryBf16AndEveryTileBothFlavours)
           miss.add(std::string(flavour_name(f)) + " kind " + std::to_string(t.kind) + " e " +
                    std::to_string(t.e) + " x " + hex(h, 4) + ": got " + hex(got, 2) + " want " +
                    hex(want, 2));
+        // The selects the device writers take in inf tiles (kernels/src/kv_codecs_device.hpp).
+        if (t.kind == kv::kInfTile)
+          if (const uint8_t sel = kv::v4_inf_tile_encode(uint16_t(h), f); sel != want)
+            miss.add(std::string(flavour_name(f)) + " v4_inf_tile_encode x " + hex(h, 4) +
+                     ": got " + hex(sel, 2) + " want " + hex(want, 2));
       }
     EXPECT_EQ(miss.count(), 0);
   }

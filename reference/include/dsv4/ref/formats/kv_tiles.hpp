@@ -76,6 +76,12 @@ DSV4_HD uint8_t v41_encode(uint16_t h, const V41Tile& t) {
   return uint8_t(a >= t.lim ? special : code);
 }
 
+// v41_encode in a non-finite tile (t.kind != kFinite), without the finite formula: a NaN tile is
+// all NaN codes; an inf tile gives the NaN code for +-inf and the signed zero (x / inf) otherwise.
+DSV4_HD uint8_t v41_nonfinite_encode(uint16_t h, const V41Tile& t) {
+  return uint8_t(t.kind == kNaNTile || (h & 0x7fffu) >= kInfBits ? kE4m3NaN : (h >> 8) & 0x80u);
+}
+
 // Reader: e4m3fn(c) * 2^(sc-127) exactly in fp32 (0x00 is 2^-127, 0xff NaN); a product past fp32
 // is inf.
 DSV4_HD uint32_t v41_decode_bits(uint8_t c, uint8_t sc) { return mxfp8::decode_bits(c, sc); }
@@ -265,6 +271,13 @@ DSV4_HD uint8_t v4_encode(uint16_t h, const V4Tile& t) {
   const uint32_t m = minifloat::fp8_code_from_bf16(a, t.b, max_code);
   const uint32_t code = fnuz && m == 0u ? 0u : sign | m;
   return uint8_t(a >= t.lim ? uint32_t(v4_neg_max(t.fp8)) : code);
+}
+
+// v4_encode in an inf tile (t.kind == kInfTile), without the finite formula: -M for +-inf and NaN,
+// zero (e4m3fn: signed, x * 0) otherwise.
+DSV4_HD uint8_t v4_inf_tile_encode(uint16_t h, Fp8Flavour f) {
+  if ((h & 0x7fffu) >= kInfBits) return v4_neg_max(f);
+  return f == Fp8Flavour::kE4m3fnuz ? uint8_t(0) : uint8_t((h >> 8) & 0x80u);
 }
 
 // Reader (SGLang's V4 dequantize, a Triton kernel): fp8(c) * exp2(sc - 127) in fp32, so 0x00 is
