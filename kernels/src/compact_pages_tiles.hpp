@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "dsv4/gpu/fp8.hpp"
 #include "dsv4/gpu/gpu.hpp"
 #include "dsv4/ref/formats/kv_tiles.hpp"
 
@@ -85,7 +86,7 @@ __device__ __forceinline__ PackedFp4Tile packed_fp4_tile(uint8_t sc) {
   // The midpoints 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5 as bf16 pairs.
   constexpr uint32_t kMid[7] = {0x3e803e80u, 0x3f403f40u, 0x3fa03fa0u, 0x3fe03fe0u,
                                 0x40204020u, 0x40604060u, 0x40a040a0u};
-  const uint32_t s2 = (f32_bits(e4m3_to_f32(sc & 0x7fu)) >> 16) * 0x00010001u;
+  const uint32_t s2 = (f32_bits(gpu::fp8::e4m3_to_f32(sc & 0x7fu)) >> 16) * 0x00010001u;
   PackedFp4Tile p;
   DSV4_FMT_UNROLL
   for (int i = 0; i < 7; ++i) {
@@ -127,7 +128,25 @@ __device__ __forceinline__ uint32_t packed_words_max(const uint32_t* w) {
   const uint32_t lo = acc & 0x7fffu, hi = (acc >> 16) & 0x7fffu;
   return hi > lo ? hi : lo;
 }
+
+// The tile's scale byte, kv::fp4_scale, as kv::fp4_scale_product rounded by the device's e4m3
+// conversion (on an H200 the integer scale rule, whose general path a drawn warp nearly always
+// takes in some lane, was 40% of the writer's instructions).
+__device__ __forceinline__ uint8_t device_fp4_scale(const minifloat::Bf16Amax& m) {
+  if (m.nan) return kE4m3NaN;
+  const uint8_t c = gpu::fp8::e4m3_from_f32(kv::fp4_scale_product(m));
+  return c == 0 ? uint8_t(1) : c;
+}
 #endif
+
+// The NVFP4 tile's scale byte (kv::fp4_scale) for encoder kEnc.
+template <int kEnc>
+__device__ __forceinline__ uint8_t fp4_tile_scale(const minifloat::Bf16Amax& m) {
+#if DSV4_CP_PACKED_BF16
+  if constexpr (kEnc == 0) return device_fp4_scale(m);
+#endif
+  return kv::fp4_scale(m);
+}
 
 // kEnc (the NVFP4 encoder): 0 packed bf16 counts where the target has them (else 1), 1 integer
 // subtractions (nvfp4::encode_pair_nibbles).

@@ -1,20 +1,23 @@
 // sparse_decode kernel on matrix cores (dsv4/gpu/mma.hpp): one block per (query, group of 16 G
-// heads, split), G = 4 (64 heads) on NVIDIA when H allows it, else 1. Per tile of kTile key columns
-// the block gathers and dequantises the rows into shared memory (bf16, SGLang's reader rules
-// through the shared codecs; a tile's indices are loaded a tile ahead, its bytes before the
-// previous tile's scores, decoded into the other buffer during its softmax), so every tile serves
-// all the block's heads. Warp w owns kM tiles of 16 heads (kM = 2 for G = 4: each B fragment
-// serves two products) and output values [Dw (w % Dp), +Dw), Dw = 512 / Dp: it multiplies its
-// heads' q by the tile's keys over its Dw values (bf16 x bf16 -> fp32 tiles), the Dp partial
-// scores of a head are added in shared memory in a fixed order, the online softmax (base 2, fp32)
-// runs on them (a head's running maximum moves only by more than kStale), P is rounded to bf16 for
-// the output product P V with V the same rows (MLA), and the sums that normalise stay fp32. Output
-// through a shared-memory staging tile. One instance per layout set (v41 alone, v41_fp4 alone,
-// any), so a common launch runs one reader's code. On NVIDIA the key rows and the partial scores
-// sit in shared memory permuted so that no access conflicts on banks (key_col, score_col).
+// heads, column split), or per (part of the key-balanced schedule, head group) running the
+// segments of queries its part holds (below, PlanLayout); G = 4 (64 heads) on NVIDIA when H
+// allows it, else 1. Per tile of kTile key columns the block gathers and dequantises the rows
+// into shared memory (bf16, SGLang's reader rules through the shared codecs; a tile's indices
+// are loaded a tile ahead, its bytes before the previous tile's scores, decoded into the other
+// buffer during its softmax), so every tile serves all the block's heads. Warp w owns kM tiles
+// of 16 heads (kM = 2 for G = 4: each B fragment serves two products) and output values [Dw (w %
+// Dp), +Dw), Dw = 512 / Dp: it multiplies its heads' q by the tile's keys over its Dw values (bf16
+// x bf16 -> fp32 tiles), the Dp partial scores of a head are added in shared memory in a fixed
+// order, the online softmax (base 2, fp32) runs on them (a head's running maximum moves only by
+// more than kStale), P is rounded to bf16 for the output product P V with V the same rows (MLA),
+// and the sums that normalise stay fp32. Output through a shared-memory staging tile. One instance
+// per layout set (v41 alone, v41_fp4 alone, any), so a common launch runs one reader's code. On
+// NVIDIA the key rows and the partial scores sit in shared memory permuted so that no access
+// conflicts on banks (key_col, score_col).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -26,6 +29,7 @@
 #include "dsv4/ref/formats/kv_tiles.hpp"
 #include "dsv4/ref/fp32_math.hpp"
 #include "sparse_decode_gather.hpp"
+#include "split_combine_row.hpp"
 
 namespace dsv4::kernels::sparse_decode {
 namespace {
@@ -61,7 +65,9 @@ constexpr bool kEarlyLoads = true;
 
 // Shared memory of a block of G head groups, in bytes from the start:
 //   keys [2][kTile][kLd] bf16 | q [16G][kLd] bf16 | partial scores [score_rows][kLdS] fp32 |
-//   P [16G][kLdP] bf16 | alpha, m, l [16G] fp32 | valid [2][kTile] int.
+//   P [16G][kLdP] bf16 | alpha, m, l [16G] fp32 | valid [2][kTile] int | the segment: its tiles
+//   (Tiles), partial row (int64), part's end unit and query (int32), kept here rather than in
+//   registers through the tile loop.
 // The output staging tile [16G][kD + 4] fp32 reuses the keys and q.
 struct Smem {
   int G;
@@ -71,19 +77,51 @@ struct Smem {
   DSV4_HD constexpr int p() const { return scores() + score_rows(G) * kLdS * 4; }
   DSV4_HD constexpr int stats() const { return p() + 16 * G * kLdP * 2; }
   DSV4_HD constexpr int valid() const { return stats() + 3 * 16 * G * 4; }
-  DSV4_HD constexpr int bytes() const { return valid() + 2 * kTile * 4; }
+  DSV4_HD constexpr int seg() const { return valid() + 2 * kTile * 4; }
+  DSV4_HD constexpr int bytes() const { return seg() + 80; }
 };
 constexpr int kLdO = kD + 4;  // fp32 per row of the output staging tile
 static_assert(16 * kMaxGroups * kLdO * 4 <= Smem{kMaxGroups}.scores());
 static_assert(16 * kLdO * 4 <= Smem{1}.scores());
+// part_plan's scratch: every query's units in the key buffers, the threads' sums in the scores.
+static_assert(kMaxPlanQueries * 4 <= Smem{1}.q() && kThreads * 4 <= Smem{1}.p() - Smem{1}.scores());
 static_assert(Smem{4}.scores() % 16 == 0 && Smem{4}.p() % 16 == 0 && Smem{1}.p() % 16 == 0);
+
+// The key-balanced schedule (decode() with a workspace): a query b of n_b key tiles costs
+// n_b + query_units units, its units [U_b, U_{b+1}) in a row of all queries' units; part p of P
+// takes units [p C, (p + 1) C), C = ceil(U_B / P), so every part has about the same work. A part
+// runs one segment per query its units touch: the query's tiles among them (units U_b ..
+// U_b + query_units - 1 are the query's own, tile t is unit U_b + query_units + t). A query wholly
+// inside one part is written as output there; the segments of a query spanning parts p0..p1 are
+// partials in rows b + p0 .. b + p1 (b + p grows with every segment), merged afterwards. Each
+// part's block works out its own start from the lengths on the device (no length is read on the
+// host, so the call captures into a graph) and writes it for the merge.
+// On AMD decode() splits columns instead (the schedule is compiled out of the kernel): its loop
+// over segments made the gfx942 build spill scalar registers, and no AMD part has measured it.
+#if DSV4_GPU_HIP
+constexpr bool kScheduled = false;
+#else
+constexpr bool kScheduled = true;
+#endif
+constexpr int kQueryUnits = 5;  // a query's fixed cost (q in, output out, merge) in tiles' units
+struct PlanLayout {
+  int64_t P, B;
+  // int32 words: [0] C, [1] U_B, then first[P] (part p's first query, B when none), then U[B + 1].
+  DSV4_HD int64_t first() const { return 4; }
+  DSV4_HD int64_t units() const { return 4 + P; }
+  DSV4_HD int64_t words() const { return 4 + P + B + 1; }
+};
 
 struct KArgs {
   Args a;
-  int64_t S, C;  // splits, columns per split
-  bf16* out;
-  float* lse;  // unsplit: natural log [B, H]; split: base 2 [B, S, H]
-  float* o;    // split partials, or null for the unsplit output
+  int64_t S = 1, C = 1;     // column splits and columns per split (with a plan: 1, every column)
+  bf16* out = nullptr;      // [B, H, 512], or null (column splits)
+  float* lse = nullptr;     // with out: [B, H], natural log
+  float* o = nullptr;       // split partials [rows, H, 512], or null (unsplit)
+  float* o_lse = nullptr;   // with o: [rows, H], base 2
+  int32_t* plan = nullptr;  // the key-balanced schedule's words for the merge (PlanLayout), or null
+  int64_t P = 0;            // with a plan: its parts (the grid's x)
+  int32_t query_units = kQueryUnits;
 };
 
 // Where row h of the partial scores stores key column j. On NVIDIA (rows of 32 words, kTile 32)
@@ -123,6 +161,36 @@ __device__ __forceinline__ int fresh(int x) {
   return x;
 }
 
+// x, opaque to the optimiser on every target: what a segment derives from it is computed in the
+// segment, not hoisted out of the loop over segments (and held in registers through it).
+__device__ __forceinline__ int opaque(int x) {
+#if DSV4_GPU_HIP
+  asm volatile("" : "+v"(x));
+#elif DSV4_GPU_CUDA
+  asm volatile("" : "+r"(x));
+#endif
+  return x;
+}
+
+// The block's and the thread's indices (blockIdx, threadIdx), read once per kernel on AMD: the
+// device-only build calls the device library for each read, and the many calls of the loop over
+// segments took a stack there.
+#if DSV4_GPU_HIP
+#define DSV4_SD_INDICES                                                                       \
+  [[maybe_unused]] const unsigned sd_bx = blockIdx.x, sd_by = blockIdx.y, sd_bz = blockIdx.z, \
+                                  sd_tx = threadIdx.x
+#define block_x() sd_bx
+#define block_y() sd_by
+#define block_z() sd_bz
+#define thread_x() sd_tx
+#else
+#define DSV4_SD_INDICES static_assert(true)
+#define block_x() blockIdx.x
+#define block_y() blockIdx.y
+#define block_z() blockIdx.z
+#define thread_x() threadIdx.x
+#endif
+
 // x, the same in every lane, said so to the AMD compiler (which may otherwise keep a branch on it
 // as a divergent one).
 __device__ __forceinline__ int uniform(int x) {
@@ -145,8 +213,58 @@ __device__ __forceinline__ void sync_block() {
 #endif
 }
 
+// Part p's start, by the whole block: every query's units (su, B of them) and their sums over
+// the threads' runs of queries (tsum, an inclusive scan) in shared memory; then C, the part's
+// units [u_begin, u_end), its first query and that query's first unit into sseg[0..3]. Block
+// (p, 0) writes first[p] for the merge, block (0, 0) C, U_B and every U_b.
+__device__ __forceinline__ void part_plan(const KArgs& k, int32_t p, int32_t* su, int32_t* tsum,
+                                          int32_t* sseg) {
+  DSV4_SD_INDICES;
+  const Args& a = k.a;
+  const int tid = thread_x();
+  const int32_t B = int32_t(a.B), P = int32_t(gridDim.x);
+  const int64_t total = a.main.K + (a.extra.pool ? a.extra.K : 0);
+  const int32_t per = (B + kThreads - 1) / kThreads;
+  const int32_t lo = tid * per < B ? tid * per : B, hi = lo + per < B ? lo + per : B;
+  int32_t sum = 0;
+  for (int32_t b = lo; b < hi; ++b) {
+    const int32_t u = int32_t(Tiles(a, b, 0, total).n) + k.query_units;
+    su[b] = u;
+    sum += u;
+  }
+  tsum[tid] = sum;
+  sync_block();
+  for (int off = 1; off < kThreads; off <<= 1) {
+    const int32_t x = tid >= off ? tsum[tid - off] : 0;
+    sync_block();
+    tsum[tid] += x;
+    sync_block();
+  }
+  const int32_t units = tsum[kThreads - 1], C = (units + P - 1) / P;
+  const int32_t u_begin = p * C, u_end = u_begin + C < units ? u_begin + C : units;
+  const int32_t before = tid > 0 ? tsum[tid - 1] : 0;  // units ahead of this thread's queries
+  if (tid == 0) {
+    sseg[0] = u_begin, sseg[1] = u_end;
+    if (u_begin >= units) sseg[2] = B, sseg[3] = units;
+  }
+  if (u_begin < units && before <= u_begin && u_begin < before + sum) {  // one thread
+    int32_t u = before, b = lo;
+    while (u + su[b] <= u_begin) u += su[b++];
+    sseg[2] = b, sseg[3] = u;
+  }
+  const PlanLayout L{P, B};
+  if (block_y() == 0 && p == 0) {
+    int32_t u = before;
+    for (int32_t b = lo; b < hi; ++b) k.plan[L.units() + b] = u, u += su[b];
+    if (tid == 0) k.plan[0] = C, k.plan[1] = units, k.plan[L.units() + B] = units;
+  }
+  sync_block();
+  if (block_y() == 0 && tid == 0) k.plan[L.first() + p] = sseg[2];
+}
+
 template <int G, Lay A>
 __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
+  DSV4_SD_INDICES;
   constexpr int kWarps = kThreads / mma::kLanes;
   constexpr int kM = m_tiles(G);    // 16-head tiles per warp
   constexpr int kWG = G / kM;       // warp head groups
@@ -178,233 +296,280 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   int* svalid = reinterpret_cast<int*>(smem + L.valid());
 
   const Args& a = k.a;
-  const int tid = threadIdx.x;
-  // Roles of thread t: lane of warp (g, d), which owns heads [16 kM g, +16 kM) and values
-  // [Dw d, +Dw); softmax thread sub of head sh (kTph per head).
-  struct Roles {
-    int lane, g, d, sh, sub;
-  };
-  auto roles = [](int t) {
-    const int warp = t / mma::kLanes;
-    return Roles{t % mma::kLanes, warp / Dp, warp % Dp, t / kTph, t % kTph};
-  };
-  const int64_t b = blockIdx.x;
-  const int64_t h0 = int64_t(blockIdx.y) * kHeads;
-  const int64_t split = blockIdx.z;
-
-  // q of the block's heads.
-  for (int i = tid; i < kHeads * (kD / 8); i += kThreads) {
-    const int r = i / (kD / 8), c = i % (kD / 8);
-    reinterpret_cast<U4*>(sq + r * kLd)[c] =
-        reinterpret_cast<const U4*>(a.q + (b * a.H + h0 + r) * kD)[c];
-  }
-
+  const int64_t h0 = int64_t(block_y()) * kHeads;
   const int64_t total = a.main.K + (a.extra.pool ? a.extra.K : 0);
-  const int64_t c0 = split * k.C, c1 = c0 + k.C < total ? c0 + k.C : total;
-  const Tiles T(a, b, c0, c1);
-  const int tiles = uniform(int(T.n));  // of this block
-  unsigned errors = 0;  // error columns this thread met (counted by the first head block)
 
-  // Tile t + 1's indices are loaded a tile ahead of its bytes, which are loaded a step ahead of
-  // their decoding.
-  int32_t idx[kItems], slot[kItems];
-  Raw raw[kItems];
-  auto gather_next = [&](int t) {  // tile t + 1's bytes, tile t + 2's indices
-    load_tile<A>(a, T, t + 1, fresh(tid), idx, slot, raw, errors);
-    if (t + 2 < tiles) load_indices(a, T, t + 2, b, tid, idx);
-  };
-  if (tiles > 0) {
-    load_indices(a, T, 0, b, tid, idx);
-    gather_next(-1);
-    store_tile<A>(a, T, 0, tid, slot, raw, sk, svalid);
+  // The block's segments: with a plan those of part block_x() (from its first query), else one,
+  // query block_x() over columns split block_z().
+  Tiles* stiles = reinterpret_cast<Tiles*>(smem + L.seg());
+  int64_t* sprow = reinterpret_cast<int64_t*>(smem + L.seg() + 48);
+  // u_begin, u_end, the next segment's query b and U_b
+  int32_t* sseg = reinterpret_cast<int32_t*>(smem + L.seg() + 56);
+  static_assert(sizeof(Tiles) == 48 && alignof(Tiles) <= 16 && 56 + 4 * 4 <= L.bytes() - L.seg());
+  const bool scheduled = kScheduled && k.plan != nullptr;
+  bool more = true;
+  if (scheduled) {
+    part_plan(k, int32_t(block_x()), reinterpret_cast<int32_t*>(smem + L.keys()),
+              reinterpret_cast<int32_t*>(smem + L.scores()), sseg);
+    more = sseg[2] < a.B;
   }
+  for (; more;) {
+#if DSV4_GPU_HIP
+    const int tid = thread_x();  // one segment a block on AMD (kScheduled)
+#else
+    const int tid = opaque(thread_x());
+#endif
+    // The segment's query: with a plan the next one (sseg[2]), nothing held in registers across
+    // segments.
+    const int32_t b = scheduled ? sseg[2] : int32_t(block_x());
+    unsigned errors = 0;  // error columns this thread met (counted by the first head block)
+    const int64_t c0 = scheduled ? 0 : int64_t(block_z()) * k.C;
+    Tiles T0(a, b, c0, scheduled || c0 + k.C > total ? total : c0 + k.C);
+    int64_t prow = k.out ? -1 : b * k.S + block_z();  // the partial's row, or -1: the output
+    int32_t u1 = 0;
+    if (scheduled) {
+      const int32_t u_begin = sseg[0], u_end = sseg[1], u0 = sseg[3];
+      u1 = u0 + int32_t(T0.n) + k.query_units;
+      const int32_t first = u0 + k.query_units;
+      const int32_t lo = u_begin - first, hi = (u_end < u1 ? u_end : u1) - first;
+      T0.window(lo > 0 ? lo : 0, hi > 0 ? hi : 0);
+      if (u0 < u_begin || u1 > u_end) prow = b + block_x();
+    }
+    sync_block();  // every lane has read the segment's state
+    if (tid == 0) *stiles = T0, *sprow = prow, sseg[2] = b + 1, sseg[3] = u1;
+    sync_block();
+#if DSV4_GPU_HIP
+    const Tiles T = T0;  // in registers: gfx942 otherwise takes 80 bytes of scratch
+#else
+    const Tiles& T = *stiles;  // read from shared memory where used (a register short at G = 4)
+#endif
+    // Roles of thread t: lane of warp (g, d), which owns heads [16 kM g, +16 kM) and values
+    // [Dw d, +Dw); softmax thread sub of head sh (kTph per head).
+    struct Roles {
+      int lane, g, d, sh, sub;
+    };
+    auto roles = [](int t) {
+      const int warp = t / mma::kLanes;
+      return Roles{t % mma::kLanes, warp / Dp, warp % Dp, t / kTph, t % kTph};
+    };
+    // q of the block's heads.
+    for (int i = tid; i < kHeads * (kD / 8); i += kThreads) {
+      const int r = i / (kD / 8), c = i % (kD / 8);
+      reinterpret_cast<U4*>(sq + r * kLd)[c] =
+          reinterpret_cast<const U4*>(a.q + (b * a.H + h0 + r) * kD)[c];
+    }
+
+    const int tiles = uniform(int(T.n));  // of this segment
+
+    // Tile t + 1's indices are loaded a tile ahead of its bytes, which are loaded a step ahead of
+    // their decoding.
+    int32_t idx[kItems], slot[kItems];
+    Raw raw[kItems];
+    auto gather_next = [&](int t) {  // tile t + 1's bytes, tile t + 2's indices
+      load_tile<A>(a, T, t + 1, fresh(tid), idx, slot, raw, errors);
+      // The query again from shared memory (sseg[2] holds the next one), not held in a register.
+      if (t + 2 < tiles)
+        load_indices(a, T, t + 2, scheduled ? sseg[2] - 1 : int32_t(block_x()), tid, idx);
+    };
+    if (tiles > 0) {
+      load_indices(a, T, 0, b, tid, idx);
+      gather_next(-1);
+      store_tile<A>(a, T, 0, tid, slot, raw, sk, svalid);
+    }
 #ifndef DSV4_PLANT_MISSING_SYNC  // the sanitizer's proof: only racecheck sees this barrier missing
-  sync_block();
+    sync_block();
 #endif
 
-  // Softmax state of head roles(tid).sh.
-  const float scale2 = a.sm_scale * f32m::kLog2e;
-  float m = -f32m::inf(), l = 0.0f;
+    // Softmax state of head roles(tid).sh.
+    const float scale2 = a.sm_scale * f32m::kLog2e;
+    float m = -f32m::inf(), l = 0.0f;
 
-  mma::Acc o[kM][kNt];
-  DSV4_UNROLL
-  for (int mi = 0; mi < kM; ++mi) {
-    DSV4_UNROLL
-    for (int n = 0; n < kNt; ++n) mma::zero(o[mi][n]);
-  }
-
-  for (int t = 0; t < tiles; ++t) {
-    const int buf = int(t & 1);
-    const Roles r = roles(fresh(tid));
-    const int lane = r.lane, g = r.g, d = r.d, sh = r.sh, sub = r.sub;
-    const bf16* keys = sk + buf * kTile * kLd;
-    if (kEarlyLoads && t + 1 < tiles) gather_next(t);
-
-    // Partial scores of the warp's heads over its values.
-    {
-      mma::Acc s[kM][kTile / 16];
-      DSV4_UNROLL
-      for (int mi = 0; mi < kM; ++mi) {
-        DSV4_UNROLL
-        for (int n = 0; n < kTile / 16; ++n) mma::zero(s[mi][n]);
-      }
-      DSV4_UNROLL
-      for (int kk = 0; kk < Dw / 16; ++kk) {
-        const int col = Dw * d + 16 * kk;
-        mma::FragA qa[kM];
-        DSV4_UNROLL
-        for (int mi = 0; mi < kM; ++mi)
-          qa[mi] = mma::load_a(sq + 16 * (kM * g + mi) * kLd + col, kLd, lane);
-        DSV4_UNROLL
-        for (int n = 0; n < kTile / 16; ++n) {
-          const mma::FragB kb = key_b_t(keys + 16 * n * kLd, col, lane);
-          DSV4_UNROLL
-          for (int mi = 0; mi < kM; ++mi) mma::mma(s[mi][n], qa[mi], kb, lane);
-        }
-      }
-      DSV4_UNROLL
-      for (int mi = 0; mi < kM; ++mi) {
-        float* dst = ss + (d * kHeads + 16 * (kM * g + mi)) * kLdS;
-        DSV4_UNROLL
-        for (int n = 0; n < kTile / 16; ++n) {
-          DSV4_UNROLL
-          for (int i = 0; i < mma::kCElems; ++i)
-            dst[mma::acc_row(lane, i) * kLdS +
-                score_col(mma::acc_row(lane, i), 16 * n + mma::acc_col(lane, i))] = s[mi][n].v[i];
-        }
-      }
-    }
-    sync_block();
-
-    // Online softmax (base 2) of head sh over the tile: scores summed over the Dp parts in order.
-    {
-      const int* valid = svalid + buf * kTile;
-      float x[kKpt];
-      float tmax = -f32m::inf();
-      DSV4_UNROLL
-      for (int e = 0; e < kKpt; ++e) {
-        const int j = sub + kTph * e;
-        const int sj = score_col(sh, j);  // the same for every part (kHeads is a multiple of 16)
-        float dot = ss[sh * kLdS + sj];
-        DSV4_UNROLL
-        for (int p = 1; p < Dp; ++p) dot = dot + ss[(p * kHeads + sh) * kLdS + sj];
-        x[e] = valid[j] ? dot * scale2 : -f32m::inf();
-        tmax = fmaxf(tmax, x[e]);
-      }
-      DSV4_UNROLL
-      for (int off = 1; off < kTph; off <<= 1) tmax = fmaxf(tmax, __shfl_xor(tmax, off, kTph));
-      // The running maximum moves only when the tile's exceeds it by more than kStale (log2), so
-      // most tiles keep alpha = 1 (and l, O exactly as they are); p stays below 2^kStale.
-      const float m_new = tmax > m + kStale ? tmax : m;
-      // Exponents against m_new, or against 0 while the head has no key (then every x is -inf,
-      // p = 0, and alpha = 0 scales an O and an l that are still 0).
-      const float base = m_new == -f32m::inf() ? 0.0f : m_new;
-      const float alpha = exp2f(m - base);
-      float psum = 0.0f;
-      DSV4_UNROLL
-      for (int e = 0; e < kKpt; ++e) {
-        const float p = exp2f(x[e] - base);
-        psum = psum + p;
-        sp[sh * kLdP + sub + kTph * e] = f32_to_bf16(p);
-      }
-      DSV4_UNROLL
-      for (int off = 1; off < kTph; off <<= 1) psum = psum + __shfl_xor(psum, off, kTph);
-      l = l * alpha + psum;
-      m = m_new;
-      if (sub == 0) salpha[sh] = alpha;
-    }
-    // The next tile into the other buffer (its last reader, the previous P V, is done).
-    if (!kEarlyLoads && t + 1 < tiles) gather_next(t);
-    if (t + 1 < tiles)
-      store_tile<A>(a, T, t + 1, tid, slot, raw, sk + (buf ^ 1) * kTile * kLd,
-                    svalid + (buf ^ 1) * kTile);
-    sync_block();
-
-    // O = O * alpha + P V over this warp's values. (Skipping the rescale when every alpha is 1,
-    // by a vote or a block flag, costs the 64-head kernel its last registers: nvcc spills.)
+    mma::Acc o[kM][kNt];
     DSV4_UNROLL
     for (int mi = 0; mi < kM; ++mi) {
       DSV4_UNROLL
-      for (int i = 0; i < mma::kCElems; ++i) {
-        const float alpha = salpha[16 * (kM * g + mi) + mma::acc_row(lane, i)];
+      for (int n = 0; n < kNt; ++n) mma::zero(o[mi][n]);
+    }
+
+    for (int t = 0; t < tiles; ++t) {
+      const int buf = int(t & 1);
+      const Roles r = roles(fresh(tid));
+      const int lane = r.lane, g = r.g, d = r.d, sh = r.sh, sub = r.sub;
+      const bf16* keys = sk + buf * kTile * kLd;
+      if (kEarlyLoads && t + 1 < tiles) gather_next(t);
+
+      // Partial scores of the warp's heads over its values.
+      {
+        mma::Acc s[kM][kTile / 16];
         DSV4_UNROLL
-        for (int n = 0; n < kNt; ++n) o[mi][n].v[i] *= alpha;
+        for (int mi = 0; mi < kM; ++mi) {
+          DSV4_UNROLL
+          for (int n = 0; n < kTile / 16; ++n) mma::zero(s[mi][n]);
+        }
+        DSV4_UNROLL
+        for (int kk = 0; kk < Dw / 16; ++kk) {
+          const int col = Dw * d + 16 * kk;
+          mma::FragA qa[kM];
+          DSV4_UNROLL
+          for (int mi = 0; mi < kM; ++mi)
+            qa[mi] = mma::load_a(sq + 16 * (kM * g + mi) * kLd + col, kLd, lane);
+          DSV4_UNROLL
+          for (int n = 0; n < kTile / 16; ++n) {
+            const mma::FragB kb = key_b_t(keys + 16 * n * kLd, col, lane);
+            DSV4_UNROLL
+            for (int mi = 0; mi < kM; ++mi) mma::mma(s[mi][n], qa[mi], kb, lane);
+          }
+        }
+        DSV4_UNROLL
+        for (int mi = 0; mi < kM; ++mi) {
+          float* dst = ss + (d * kHeads + 16 * (kM * g + mi)) * kLdS;
+          DSV4_UNROLL
+          for (int n = 0; n < kTile / 16; ++n) {
+            DSV4_UNROLL
+            for (int i = 0; i < mma::kCElems; ++i)
+              dst[mma::acc_row(lane, i) * kLdS +
+                  score_col(mma::acc_row(lane, i), 16 * n + mma::acc_col(lane, i))] = s[mi][n].v[i];
+          }
+        }
+      }
+      sync_block();
+
+      // Online softmax (base 2) of head sh over the tile: scores summed over the Dp parts in order.
+      {
+        const int* valid = svalid + buf * kTile;
+        float x[kKpt];
+        float tmax = -f32m::inf();
+        DSV4_UNROLL
+        for (int e = 0; e < kKpt; ++e) {
+          const int j = sub + kTph * e;
+          const int sj = score_col(sh, j);  // the same for every part (kHeads is a multiple of 16)
+          float dot = ss[sh * kLdS + sj];
+          DSV4_UNROLL
+          for (int p = 1; p < Dp; ++p) dot = dot + ss[(p * kHeads + sh) * kLdS + sj];
+          x[e] = valid[j] ? dot * scale2 : -f32m::inf();
+          tmax = fmaxf(tmax, x[e]);
+        }
+        DSV4_UNROLL
+        for (int off = 1; off < kTph; off <<= 1) tmax = fmaxf(tmax, __shfl_xor(tmax, off, kTph));
+        // The running maximum moves only when the tile's exceeds it by more than kStale (log2), so
+        // most tiles keep alpha = 1 (and l, O exactly as they are); p stays below 2^kStale.
+        const float m_new = tmax > m + kStale ? tmax : m;
+        // Exponents against m_new, or against 0 while the head has no key (then every x is -inf,
+        // p = 0, and alpha = 0 scales an O and an l that are still 0).
+        const float base = m_new == -f32m::inf() ? 0.0f : m_new;
+        const float alpha = exp2f(m - base);
+        float psum = 0.0f;
+        DSV4_UNROLL
+        for (int e = 0; e < kKpt; ++e) {
+          const float p = exp2f(x[e] - base);
+          psum = psum + p;
+          sp[sh * kLdP + sub + kTph * e] = f32_to_bf16(p);
+        }
+        DSV4_UNROLL
+        for (int off = 1; off < kTph; off <<= 1) psum = psum + __shfl_xor(psum, off, kTph);
+        l = l * alpha + psum;
+        m = m_new;
+        if (sub == 0) salpha[sh] = alpha;
+      }
+      // The next tile into the other buffer (its last reader, the previous P V, is done).
+      if (!kEarlyLoads && t + 1 < tiles) gather_next(t);
+      if (t + 1 < tiles)
+        store_tile<A>(a, T, t + 1, tid, slot, raw, sk + (buf ^ 1) * kTile * kLd,
+                      svalid + (buf ^ 1) * kTile);
+      sync_block();
+
+      // O = O * alpha + P V over this warp's values. (Skipping the rescale when every alpha is 1,
+      // by a vote or a block flag, costs the 64-head kernel its last registers: nvcc spills.)
+      DSV4_UNROLL
+      for (int mi = 0; mi < kM; ++mi) {
+        DSV4_UNROLL
+        for (int i = 0; i < mma::kCElems; ++i) {
+          const float alpha = salpha[16 * (kM * g + mi) + mma::acc_row(lane, i)];
+          DSV4_UNROLL
+          for (int n = 0; n < kNt; ++n) o[mi][n].v[i] *= alpha;
+        }
+      }
+      DSV4_UNROLL
+      for (int kk = 0; kk < kTile / 16; ++kk) {
+        mma::FragA pa[kM];
+        DSV4_UNROLL
+        for (int mi = 0; mi < kM; ++mi)
+          pa[mi] = mma::load_a(sp + 16 * (kM * g + mi) * kLdP + 16 * kk, kLdP, lane);
+        DSV4_UNROLL
+        for (int n = 0; n < kNt; ++n) {
+          const mma::FragB vb = key_b(keys + 16 * kk * kLd, Dw * d + 16 * n, lane);
+          DSV4_UNROLL
+          for (int mi = 0; mi < kM; ++mi) mma::mma(o[mi][n], pa[mi], vb, lane);
+        }
       }
     }
+
+    // Stage O (and each head's m, l) in shared memory, then write rows of whole vectors.
+    const int tid_e = fresh(tid);
+    const Roles re = roles(tid_e);
+    if (re.sub == 0) sm[re.sh] = m, sl[re.sh] = l;
+    sync_block();  // every warp is past its last read of the keys and q
+    float* so = reinterpret_cast<float*>(smem);
     DSV4_UNROLL
-    for (int kk = 0; kk < kTile / 16; ++kk) {
-      mma::FragA pa[kM];
-      DSV4_UNROLL
-      for (int mi = 0; mi < kM; ++mi)
-        pa[mi] = mma::load_a(sp + 16 * (kM * g + mi) * kLdP + 16 * kk, kLdP, lane);
+    for (int mi = 0; mi < kM; ++mi) {
       DSV4_UNROLL
       for (int n = 0; n < kNt; ++n) {
-        const mma::FragB vb = key_b(keys + 16 * kk * kLd, Dw * d + 16 * n, lane);
         DSV4_UNROLL
-        for (int mi = 0; mi < kM; ++mi) mma::mma(o[mi][n], pa[mi], vb, lane);
+        for (int i = 0; i < mma::kCElems; ++i)
+          so[(16 * (kM * re.g + mi) + mma::acc_row(re.lane, i)) * kLdO + Dw * re.d + 16 * n +
+             mma::acc_col(re.lane, i)] = o[mi][n].v[i];
       }
     }
-  }
+    sync_block();
 
-  if (errors && blockIdx.y == 0)
-    atomicAdd(reinterpret_cast<unsigned long long*>(a.errors), (unsigned long long)errors);
-
-  // Stage O (and each head's m, l) in shared memory, then write rows of whole vectors.
-  const int tid_e = fresh(tid);
-  const Roles re = roles(tid_e);
-  if (re.sub == 0) sm[re.sh] = m, sl[re.sh] = l;
-  sync_block();  // every warp is past its last read of the keys and q
-  float* so = reinterpret_cast<float*>(smem);
-  DSV4_UNROLL
-  for (int mi = 0; mi < kM; ++mi) {
-    DSV4_UNROLL
-    for (int n = 0; n < kNt; ++n) {
+    // Thread tid writes 8 consecutive values per step: rows of kD / 8 threads.
+    for (int i = tid_e; i < kHeads * (kD / 8); i += kThreads) {
+      const int r = i / (kD / 8), c8 = 8 * (i % (kD / 8));
+      const int64_t h = h0 + r;
+      const float mr = sm[r], lr = sl[r];
+      const bool empty = lr == 0.0f;
+      const float* src = so + r * kLdO + c8;
+      const int64_t prow = *sprow;
+      if (prow >= 0) {  // split partial
+        const int64_t row = prow * a.H + h;
+        if (c8 == 0) k.o_lse[row] = empty ? -f32m::inf() : log2f(lr) + mr;
+        uint32_t v[8];
+        DSV4_UNROLL
+        for (int e = 0; e < 8; ++e) v[e] = f32_bits(empty ? 0.0f : src[e] / lr);
+        U4* dst = reinterpret_cast<U4*>(k.o + row * kD + c8);
+        dst[0] = U4{v[0], v[1], v[2], v[3]};
+        dst[1] = U4{v[4], v[5], v[6], v[7]};
+        continue;
+      }
+      // The query from shared memory for the one-layout instances (a register short at 64
+      // heads), the register for the any-layout one (whose allocation spills the other way).
+      int64_t row = int64_t(b) * a.H + h;
+      if constexpr (A != Lay::kAny)
+        row = int64_t(scheduled ? sseg[2] - 1 : int32_t(block_x())) * a.H + h;
+      if (c8 == 0) k.lse[row] = empty ? f32m::inf() : (log2f(lr) + mr) / f32m::kLog2e;
+      const float sink = a.sink ? a.sink[h] : -f32m::inf();
+      const bool zero = empty || sink == f32m::inf();
+      float f = 1.0f, den = lr;
+      if (!zero) {
+        const float sk2 = sink * f32m::kLog2e;
+        const float ms = fmaxf(mr, sk2);
+        f = exp2f(mr - ms);
+        den = lr * f + exp2f(sk2 - ms);
+      }
+      uint32_t w[4];
       DSV4_UNROLL
-      for (int i = 0; i < mma::kCElems; ++i)
-        so[(16 * (kM * re.g + mi) + mma::acc_row(re.lane, i)) * kLdO + Dw * re.d + 16 * n +
-           mma::acc_col(re.lane, i)] = o[mi][n].v[i];
+      for (int e = 0; e < 4; ++e) {
+        const float v0 = zero ? 0.0f : src[2 * e] * f / den;
+        const float v1 = zero ? 0.0f : src[2 * e + 1] * f / den;
+        w[e] = uint32_t(f32m::to_bf16_canonical(v0).bits) |
+               (uint32_t(f32m::to_bf16_canonical(v1).bits) << 16);
+      }
+      reinterpret_cast<U4*>(k.out + row * kD + c8)[0] = U4{w[0], w[1], w[2], w[3]};
     }
-  }
-  sync_block();
-
-  // Thread tid writes 8 consecutive values per step: rows of kD / 8 threads.
-  for (int i = tid_e; i < kHeads * (kD / 8); i += kThreads) {
-    const int r = i / (kD / 8), c8 = 8 * (i % (kD / 8));
-    const int64_t h = h0 + r;
-    const float mr = sm[r], lr = sl[r];
-    const bool empty = lr == 0.0f;
-    const float* src = so + r * kLdO + c8;
-    if (k.o) {  // split partial
-      const int64_t row = (b * k.S + split) * a.H + h;
-      if (c8 == 0) k.lse[row] = empty ? -f32m::inf() : log2f(lr) + mr;
-      uint32_t v[8];
-      DSV4_UNROLL
-      for (int e = 0; e < 8; ++e) v[e] = f32_bits(empty ? 0.0f : src[e] / lr);
-      U4* dst = reinterpret_cast<U4*>(k.o + row * kD + c8);
-      dst[0] = U4{v[0], v[1], v[2], v[3]};
-      dst[1] = U4{v[4], v[5], v[6], v[7]};
-      continue;
-    }
-    const int64_t row = b * a.H + h;
-    if (c8 == 0) k.lse[row] = empty ? f32m::inf() : (log2f(lr) + mr) / f32m::kLog2e;
-    const float sink = a.sink ? a.sink[h] : -f32m::inf();
-    const bool zero = empty || sink == f32m::inf();
-    float f = 1.0f, den = lr;
-    if (!zero) {
-      const float sk2 = sink * f32m::kLog2e;
-      const float ms = fmaxf(mr, sk2);
-      f = exp2f(mr - ms);
-      den = lr * f + exp2f(sk2 - ms);
-    }
-    uint32_t w[4];
-    DSV4_UNROLL
-    for (int e = 0; e < 4; ++e) {
-      const float v0 = zero ? 0.0f : src[2 * e] * f / den;
-      const float v1 = zero ? 0.0f : src[2 * e + 1] * f / den;
-      w[e] = uint32_t(f32m::to_bf16_canonical(v0).bits) |
-             (uint32_t(f32m::to_bf16_canonical(v1).bits) << 16);
-    }
-    reinterpret_cast<U4*>(k.out + row * kD + c8)[0] = U4{w[0], w[1], w[2], w[3]};
+    if (errors && block_y() == 0)
+      atomicAdd(reinterpret_cast<unsigned long long*>(a.errors), (unsigned long long)errors);
+    more = scheduled && sseg[2] < a.B && sseg[3] < sseg[1];  // the next query starts in the part
+    if (more) sync_block();  // every lane is past its last read of the staged output and stats
   }
 }
 
@@ -446,8 +611,9 @@ void run(const KArgs& k, hipStream_t st) {
     allowed.fetch_or(bit);
   }
 #endif
-  gpu::launch(decode_kernel<G, A>, dim3(unsigned(k.a.B), unsigned(k.a.H / (16 * G)), unsigned(k.S)),
-              dim3(kThreads), size_t(bytes), st, k);
+  const unsigned x = unsigned(k.plan ? k.P : k.a.B), z = unsigned(k.plan ? 1 : k.S);
+  gpu::launch(decode_kernel<G, A>, dim3(x, unsigned(k.a.H / (16 * G)), z), dim3(kThreads),
+              size_t(bytes), st, k);
 }
 
 // The instance for the caches' layouts: v41 alone or v41_fp4 alone (main, and extra when present,
@@ -466,14 +632,15 @@ void run_layouts(const KArgs& k, hipStream_t st) {
     run<G, Lay::kAny>(k, st);
 }
 
-void launch(const Args& a, int64_t S, bf16* out, float* lse, float* o, gpu::Stream s) {
+// The arguments' checks (past B and H, none for B = 0: nothing is launched).
+void check_args(const Args& a, const float* lse) {
   if (a.B < 0) bad("B=" + std::to_string(a.B) + " must be >= 0");
   if (a.H <= 0 || a.H % 16 != 0)
     bad("H=" + std::to_string(a.H) + " must be a positive multiple of 16");
   if (a.B == 0) return;
   if (a.B > INT32_MAX) bad("B=" + std::to_string(a.B) + " must be < 2^31");
-  if (!a.q || !a.errors || !lse || (!out && !o))
-    bad(std::string(!a.q ? "q" : !a.errors ? "errors" : !lse ? "lse" : "out") + " is null");
+  if (!a.q || !a.errors || !lse)
+    bad(std::string(!a.q ? "q" : !a.errors ? "errors" : "lse") + " is null");
   if (!aligned16(a.q)) bad("q is not 16-byte aligned");
   check_cache("main", a.main);
   if (a.extra.pool) {
@@ -485,14 +652,64 @@ void launch(const Args& a, int64_t S, bf16* out, float* lse, float* o, gpu::Stre
       bad(std::string("(main, extra) layouts (") + kv_layout_name(a.main.layout) + ", " +
           kv_layout_name(a.extra.layout) + ") are not a pair SGLang accepts");
   }
-  const int64_t total = a.main.K + (a.extra.pool ? a.extra.K : 0);
-  KArgs k{a, S, S > 0 ? (total + S - 1) / S : 0, out, lse, o};
-  if (k.C == 0) k.C = 1;
+}
+
+int64_t total_columns(const Args& a) { return a.main.K + (a.extra.pool ? a.extra.K : 0); }
+
+// The kernel over k's grid for the block width the heads allow.
+void launch(const KArgs& k, gpu::Stream s) {
   const hipStream_t st = static_cast<hipStream_t>(s);
-  if (kMaxGroups >= 4 && a.H % 64 == 0)
+  if (kMaxGroups >= 4 && k.a.H % 64 == 0)
     run_layouts<kMaxGroups >= 4 ? 4 : 1>(k, st);
   else
     run_layouts<1>(k, st);
+}
+
+// Unsplit (S = 0: out, lse) or over S column splits (o, o_lse).
+void launch_columns(const Args& a, int64_t S, bf16* out, float* lse, float* o, gpu::Stream s) {
+  check_args(a, lse);
+  if (a.B == 0) return;
+  const int64_t total = total_columns(a);
+  KArgs k{a};
+  k.C = std::max<int64_t>(total, 1);
+  if (out) {
+    k.out = out, k.lse = lse;
+  } else {
+    k.o = o, k.o_lse = lse;
+    k.S = S;
+    k.C = std::max<int64_t>((total + S - 1) / S, 1);
+  }
+  launch(k, s);
+}
+
+// The merge of the schedule's partials: block (j, h) for the boundary of parts j - 1 and j, which
+// merges head h of the query it cuts (the first boundary to cut it) over its partial rows b + p0
+// .. b + p1. A query inside one part was written by its part.
+template <bool kStaged>
+__global__ void __launch_bounds__(split_combine::kThreads)
+    merge_kernel(split_combine::Args m, const int32_t* plan, int32_t P) {
+  const int32_t j = int32_t(blockIdx.x) + 1, h = int32_t(blockIdx.y);
+  const PlanLayout L{P, m.B};
+  const int32_t C = plan[0], u = j * C, b = plan[L.first() + j];
+  if (b >= m.B) return;
+  const int32_t u0 = plan[L.units() + b], u1 = plan[L.units() + b + 1];
+  if (u0 == u || u0 < u - C) return;  // not cut here, or cut first by an earlier boundary
+  split_combine::merge_row<kStaged>(m, b, h, b + u0 / C, (u1 - 1) / C - u0 / C + 1);
+}
+
+// Parts of the schedule: one block per compute unit, the head blocks of a part side by side.
+int64_t plan_parts(const Args& a) {
+  const int64_t head_blocks = a.H / (kMaxGroups >= 4 && a.H % 64 == 0 ? 64 : 16);
+  return std::max<int64_t>(1, compute_units() / std::max<int64_t>(head_blocks, 1));
+}
+
+// Whether decode() with a workspace takes the schedule: U_b of every query in plan_kernel's
+// shared memory and every unit count in int32.
+bool planned(const Args& a) {
+  if (!kScheduled || a.B <= 0 || a.B > kMaxPlanQueries || a.H <= 0 || a.H % 16 != 0) return false;
+  const int64_t tiles =
+      (a.main.K + kTile - 1) / kTile + (a.extra.pool ? (a.extra.K + kTile - 1) / kTile : 0);
+  return a.B * (tiles + kQueryUnits) + plan_parts(a) < (int64_t(1) << 30);
 }
 
 }  // namespace
@@ -500,7 +717,7 @@ void launch(const Args& a, int64_t S, bf16* out, float* lse, float* o, gpu::Stre
 void decode(const Args& a, bf16* out, float* lse, gpu::Stream s) {
   if (!out) bad("out is null");
   if (!aligned16(out)) bad("out is not 16-byte aligned");
-  launch(a, 1, out, lse, nullptr, s);
+  launch_columns(a, 1, out, lse, nullptr, s);
 }
 
 namespace {
@@ -510,58 +727,101 @@ int64_t heads_per_block(int64_t H) { return kMaxGroups >= 4 && H % 64 == 0 ? 64 
 
 size_t align16(size_t n) { return (n + 15) / 16 * 16; }
 
-// Partials of S splits in a workspace: o [B, S, H, 512] fp32, then lse [B, S, H] fp32.
-size_t partial_bytes(const Args& a, int64_t S, size_t* lse_offset) {
-  const size_t rows = size_t(a.B) * size_t(S) * size_t(a.H);
-  const size_t o = align16(rows * size_t(kD) * 4);
-  if (lse_offset) *lse_offset = o;
-  return o + align16(rows * 4);
+// A workspace's parts: the plan (none for column splits), then partials o [rows, H, 512] fp32
+// and lse [rows, H] fp32; rows = B + P with a plan of P parts, B S for S column splits.
+struct Workspace {
+  size_t plan = 0, o = 0, lse = 0, bytes = 0;  // offsets and size
+  Workspace(const Args& a, int64_t rows, int64_t plan_words) {
+    o = align16(size_t(plan_words) * 4);
+    lse = o + align16(size_t(rows) * size_t(a.H) * size_t(kD) * 4);
+    bytes = lse + align16(size_t(rows) * size_t(a.H) * 4);
+  }
+};
+
+// The column splits decode() takes without a plan (B past kMaxPlanQueries): enough blocks to
+// fill the device once.
+int64_t column_splits(const Args& a) {
+  const int64_t blocks = a.B * (a.H / heads_per_block(a.H));
+  const int64_t keys = total_columns(a);
+  const int64_t by_keys = std::max<int64_t>(1, keys / kMinKeysPerSplit);
+  const int64_t fill = compute_units() / std::max<int64_t>(blocks, 1);
+  return std::clamp<int64_t>(fill, 1, std::min(kMaxAutoSplits, by_keys));
+}
+
+Workspace workspace_of(const Args& a) {
+  if (planned(a)) {
+    const int64_t P = plan_parts(a);
+    return Workspace(a, a.B + P, PlanLayout{P, a.B}.words());
+  }
+  const int64_t S = column_splits(a);
+  return S > 1 ? Workspace(a, a.B * S, 0) : Workspace(a, 0, 0);
 }
 
 }  // namespace
 
 int64_t decode_splits(const Args& a) {
   if (a.B <= 0 || a.H <= 0 || a.H % 16 != 0) return 1;
-  const int64_t blocks = a.B * (a.H / heads_per_block(a.H));
-  const int64_t keys = a.main.K + (a.extra.pool ? a.extra.K : 0);
-  const int64_t by_keys = std::max<int64_t>(1, keys / kMinKeysPerSplit);
-  const int64_t fill = compute_units() / std::max<int64_t>(blocks, 1);
-  return std::clamp<int64_t>(fill, 1, std::min(kMaxAutoSplits, by_keys));
+  return planned(a) ? plan_parts(a) : column_splits(a);
 }
 
 size_t decode_workspace_bytes(const Args& a) {
-  const int64_t S = decode_splits(a);
-  return S > 1 ? partial_bytes(a, S, nullptr) : 0;
+  if (a.B <= 0 || a.H <= 0 || a.H % 16 != 0) return 0;
+  const Workspace w = workspace_of(a);
+  return w.bytes > w.o ? w.bytes : 0;
 }
 
 void decode(const Args& a, bf16* out, float* lse, void* workspace, size_t workspace_bytes,
             gpu::Stream s) {
-  const int64_t S = decode_splits(a);
-  if (S <= 1) return decode(a, out, lse, s);
+  check_args(a, lse);
   if (!out) bad("out is null");
   if (!aligned16(out)) bad("out is not 16-byte aligned");
-  size_t lse_at = 0;
-  const size_t need = partial_bytes(a, S, &lse_at);
-  if (!workspace || workspace_bytes < need)
+  if (a.B == 0) return;
+  const bool plan = planned(a);
+  const int64_t S = plan ? 1 : column_splits(a);
+  if (!plan && S <= 1) return decode(a, out, lse, s);
+  const Workspace w = workspace_of(a);
+  if (!workspace || workspace_bytes < w.bytes)
     bad("workspace of " + std::to_string(workspace ? workspace_bytes : 0) +
-        " bytes is smaller than the " + std::to_string(need) + " bytes of " + std::to_string(S) +
-        " splits' partials (decode_workspace_bytes)");
+        " bytes is smaller than the " + std::to_string(w.bytes) + " bytes decode() needs " +
+        (plan ? "for its schedule of " + std::to_string(plan_parts(a)) + " parts"
+              : "for " + std::to_string(S) + " splits' partials") +
+        " (decode_workspace_bytes)");
   if (!aligned16(workspace)) bad("workspace is not 16-byte aligned");
-  float* o = static_cast<float*>(workspace);
-  float* lse2 = reinterpret_cast<float*>(static_cast<uint8_t*>(workspace) + lse_at);
-  launch(a, S, nullptr, lse2, o, s);
+  uint8_t* ws = static_cast<uint8_t*>(workspace);
+  float* o = reinterpret_cast<float*>(ws + w.o);
+  float* o_lse = reinterpret_cast<float*>(ws + w.lse);
   split_combine::Args c;
-  c.B = a.B, c.S = S, c.H = a.H, c.D = kD;
-  c.o = o, c.lse = lse2, c.sink = a.sink;
+  c.B = a.B, c.H = a.H, c.D = kD;
+  c.o = o, c.lse = o_lse, c.sink = a.sink;
   c.out = out, c.out_lse = lse, c.errors = a.errors;
-  split_combine::combine(c, s);
+  if (!plan) {
+    launch_columns(a, S, nullptr, o_lse, o, s);
+    c.S = S;
+    split_combine::combine(c, s);
+    return;
+  }
+  const int64_t P = plan_parts(a);
+  int32_t* pl = reinterpret_cast<int32_t*>(ws + w.plan);
+  const hipStream_t st = static_cast<hipStream_t>(s);
+  KArgs k{a};
+  k.C = std::max<int64_t>(total_columns(a), 1);
+  k.out = out, k.lse = lse, k.o = o, k.o_lse = o_lse;
+  k.plan = pl, k.P = P;
+  launch(k, s);
+  if (P < 2) return;  // one part: every query was written
+  c.S = a.B + P;
+  const dim3 grid(unsigned(P - 1), unsigned(a.H));
+  if (P + 1 <= split_combine::kStagedSplits)
+    gpu::launch(merge_kernel<true>, grid, dim3(split_combine::kThreads), 0, st, c, pl, int32_t(P));
+  else
+    gpu::launch(merge_kernel<false>, grid, dim3(split_combine::kThreads), 0, st, c, pl, int32_t(P));
 }
 
 void decode_partials(const Args& a, int64_t S, float* o, float* lse, gpu::Stream s) {
   if (S < 1 || S > 65535) bad("S=" + std::to_string(S) + " must be in [1, 65535]");
   if (!o) bad("o is null");
   if (!aligned16(o)) bad("o is not 16-byte aligned");
-  launch(a, S, nullptr, lse, o, s);
+  launch_columns(a, S, nullptr, lse, o, s);
 }
 
 }  // namespace dsv4::kernels::sparse_decode

@@ -136,7 +136,7 @@ __device__ __forceinline__ void decode_raw(const Cache& c, int64_t slot, int par
 }
 
 // The block's tiles: those of main's columns in [c0, c1), then those of extra's, each range cut
-// at its query's valid length.
+// at its query's valid length; window(lo, hi) keeps tiles [lo, hi) of them (as tiles 0, 1, ...).
 struct Tiles {
   int64_t lo0, hi0, lo1, hi1, n0, n;
   __device__ __forceinline__ Tiles(const Args& a, int64_t b, int64_t c0, int64_t c1) {
@@ -145,6 +145,16 @@ struct Tiles {
     if (a.extra.pool) range(a.extra, b, a.main.K, c0, c1, lo1, hi1);
     n0 = (hi0 - lo0 + kTile - 1) / kTile;
     n = n0 + (hi1 - lo1 + kTile - 1) / kTile;
+  }
+  // Tiles [lo, hi) (0 <= lo <= hi <= n) renumbered from 0: each range starts lo tiles later.
+  __device__ __forceinline__ void window(int64_t lo, int64_t hi) {
+    const int64_t lo_main = lo < n0 ? lo : n0;
+    lo0 += lo_main * kTile;
+    lo1 += (lo - lo_main) * kTile;
+    n0 -= lo_main;
+    n = hi - lo;
+    if (lo0 > hi0) lo0 = hi0;
+    if (lo1 > hi1) lo1 = hi1;
   }
   // Columns [lo, hi) of cache c (which starts at column `start`) in [c0, c1), below its length.
   __device__ __forceinline__ static void range(const Cache& c, int64_t b, int64_t start, int64_t c0,

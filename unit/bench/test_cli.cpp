@@ -27,11 +27,12 @@ CliRun cli(std::vector<std::string> args) {
 }
 
 TEST(BenchCli, ListsTheSelectedRows) {
-  const CliRun r = cli({"--list", "--family", "sparse_decode", "--shape", "B=64,auto-splits"});
+  const CliRun r =
+      cli({"--list", "--family", "sparse_decode", "--shape", "B=64,v41_fp4,auto-splits"});
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.out,
-            "sparse_decode\n  B=64,H=128,K=2048,v41,P=64,auto-splits  (decode() picks the "
-            "splits)\n");
+            "sparse_decode\n  B=64,H=128,K=2048,v41_fp4,P=64,auto-splits  (decode() schedules the "
+            "keys)  target: >= 40% of copy; >= 3x torch best; >= 250 TFLOP/s\n");
 }
 
 TEST(BenchCli, BadUsageNamesTheFlagAndValue) {

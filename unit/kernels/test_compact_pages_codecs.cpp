@@ -1,7 +1,8 @@
 // compact_pages kernels on every code point, on the device: every bf16 value a tile can hold at
-// every scale a tile can have (the floors, NaN and infinite tiles included), quantised under every
-// values-per-lane choice, and every (code, scale byte) pair of every layout dequantised to bf16
-// and fp32, each whole pool or output bit for bit against the reference.
+// every scale a tile can have (the floors, NaN and infinite tiles included) and every tile maximum
+// (each bf16 magnitude), quantised under every values-per-lane choice, and every (code, scale
+// byte) pair of every layout dequantised to bf16 and fp32, each whole pool or output bit for bit
+// against the reference.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,6 +59,13 @@ std::vector<bf16> admissible_tokens(KvLayout l) {
         if (++in_tile == tv) in_tile = 0;
       }
     while (in_tile != 0 && in_tile < tv) tiles.push_back(bf16{0}), ++in_tile;
+  }
+  // Every maximum a tile can have (each bf16 magnitude up to +inf) once, with magnitudes below it
+  // spread over the tile, both signs: every input of the scale rules.
+  for (uint32_t amax = 0; amax <= 0x7f80u; ++amax) {
+    tiles.push_back(bf16{uint16_t(amax)});
+    for (size_t i = 1; i < tv; ++i)
+      tiles.push_back(bf16{uint16_t(std::min(amax, 0x7f7fu) * i / tv | (i % 2 ? 0x8000u : 0u))});
   }
   for (int k = 0; k < 64; ++k) {  // NaN tiles: one NaN among values at many scales
     for (size_t i = 0; i < tv; ++i) tiles.push_back(f32_to_bf16(std::ldexp(1.5f, k - 32) * i));

@@ -15,6 +15,7 @@
 #include "dsv4/fixtures/seed.hpp"
 #include "dsv4/ref/compact_pages.hpp"
 #include "dsv4/ref/formats/fp64.hpp"
+#include "dsv4/ref/formats/kv_tiles.hpp"
 #include "dsv4/ref/formats/mxfp8.hpp"
 #include "dsv4/ref/formats/nvfp4.hpp"
 
@@ -220,6 +221,13 @@ TEST(Nvfp4Block, ScaleMatchesFp64NearestForEveryBf16Amax) {
       m.add("amax=" + hex(h, 4) + ": scale_code_bf16 gives " + hex(nvfp4::scale_code_bf16(h), 2));
     // With bf16 maxima, e4m3(fp32(amax / 6)) rounds the same way (no harmful double rounding).
     if (f32_to_e4m3(amax / 6.0f) != got) m.add("amax=" + hex(h, 4) + ": fp32 division differs");
+    // Nor does the product by fp32(1/6) the device writers take (kv::fp4_scale_product), with the
+    // tile rule on top (a zero code is 1, +inf is bf16's largest value).
+    const minifloat::Bf16Amax a{h, false};
+    const uint8_t prod = f32_to_e4m3(kv::fp4_scale_product(a));
+    if ((prod == 0 ? 1 : prod) != kv::fp4_scale(a))
+      m.add("amax=" + hex(h, 4) + ": the fp32 product gives " + hex(prod, 2) + ", fp4_scale " +
+            hex(kv::fp4_scale(a), 2));
   }
   EXPECT_EQ(m.count(), 0);
 }

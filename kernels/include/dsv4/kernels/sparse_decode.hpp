@@ -39,14 +39,19 @@ struct Args {
 // std::invalid_argument naming the field.
 void decode(const Args& a, bf16* out, float* lse, gpu::Stream s);
 
-// decode() over split-KV partials merged by split_combine (the sink applied there), when the
-// unsplit grid would leave the device idle: decode_splits(a) is the split count chosen from the
-// batch, the heads, the keys and the current device's compute units (enough blocks to fill the
-// device once, at least kMinKeysPerSplit keys a split, at most kMaxAutoSplits), 1 when the
-// unsplit grid already fills it; decode_workspace_bytes(a) is what the partials need (0 for 1
-// split). The same contract as decode() above, held to the same tolerance of the reference (the
-// sums run in another order, so not its bits). A workspace smaller than decode_workspace_bytes(a)
-// throws std::invalid_argument naming both sizes.
+// decode() with a workspace: the keys of all queries scheduled over the device. Each query
+// costs its key tiles plus one; the row of all queries' costs is cut into decode_splits(a)
+// equal parts (one per compute unit for each block of heads), a small kernel on the device
+// writes the cuts (no length is read on the host, so the call captures into a graph), and each
+// part's block runs the queries it touches: a query inside one part is written there, the pieces
+// of a query cut by parts are partials merged afterwards by split_combine's row merge (the sink
+// applied there). Past kMaxPlanQueries queries (8192) it splits columns evenly instead: enough
+// blocks to fill the device once, at least kMinKeysPerSplit keys a split, at most kMaxAutoSplits,
+// merged by split_combine; 1 (no workspace) when the unsplit grid fills the device.
+// decode_workspace_bytes(a) is what either needs. The same contract as decode() above, held to
+// the same tolerance of the reference (the sums run in another order, so not its bits). A
+// workspace smaller than decode_workspace_bytes(a) throws std::invalid_argument naming both sizes.
+constexpr int64_t kMaxPlanQueries = 8192;
 constexpr int64_t kMinKeysPerSplit = 32;  // one key tile
 constexpr int64_t kMaxAutoSplits = 64;
 int64_t decode_splits(const Args& a);

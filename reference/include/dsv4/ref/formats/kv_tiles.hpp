@@ -187,6 +187,15 @@ DSV4_HD uint8_t fp4_scale(const minifloat::Bf16Amax& m) {
   return c == 0 ? uint8_t(1) : c;
 }
 
+// fp4_scale as one fp32 product and one e4m3fn rounding, for a device that converts fp32 to
+// e4m3fn itself: for a tile without NaN the scale byte is e4m3fn(fp4_scale_product(m)) (round to
+// nearest even, saturating at 448), 0 taken to 1. The product is amax * fp32(1/6) with an infinite
+// amax as bf16's largest value; for every bf16 amax it gives fp4_scale's byte (checked on the CPU
+// for each one, and the e4m3 rounding itself by the device tests).
+DSV4_HD float fp4_scale_product(const minifloat::Bf16Amax& m) {
+  return f32_from_bits((m.bits >= kInfBits ? 0x7f7fu : m.bits) << 16) * (1.0f / 6.0f);
+}
+
 // Reader: e2m1(nibble) * e4m3fn(sc) in fp32 (exact; sign = xor), NaN scale gives NaN.
 DSV4_HD uint32_t fp4_decode_bits(uint8_t nibble, uint8_t sc) {
   return nvfp4::decode_bits(nibble, sc);
