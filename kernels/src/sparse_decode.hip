@@ -88,10 +88,10 @@ static_assert(kMaxPlanQueries * 4 <= Smem{1}.q() && kThreads * 4 <= Smem{1}.p() 
 static_assert(Smem{4}.scores() % 16 == 0 && Smem{4}.p() % 16 == 0 && Smem{1}.p() % 16 == 0);
 
 // The key-balanced schedule (decode() with a workspace): a query b of n_b key tiles costs
-// n_b + query_units units, its units [U_b, U_{b+1}) in a row of all queries' units; part p of P
+// n_b + kQueryUnits units, its units [U_b, U_{b+1}) in a row of all queries' units; part p of P
 // takes units [p C, (p + 1) C), C = ceil(U_B / P), so every part has about the same work. A part
 // runs one segment per query its units touch: the query's tiles among them (units U_b ..
-// U_b + query_units - 1 are the query's own, tile t is unit U_b + query_units + t). A query wholly
+// U_b + kQueryUnits - 1 are the query's own, tile t is unit U_b + kQueryUnits + t). A query wholly
 // inside one part is written as output there; the segments of a query spanning parts p0..p1 are
 // partials in rows b + p0 .. b + p1 (b + p grows with every segment), merged afterwards. Each
 // part's block works out its own start from the lengths on the device (no length is read on the
@@ -121,7 +121,6 @@ struct KArgs {
   float* o_lse = nullptr;   // with o: [rows, H], base 2
   int32_t* plan = nullptr;  // the key-balanced schedule's words for the merge (PlanLayout), or null
   int64_t P = 0;            // with a plan: its parts (the grid's x)
-  int32_t query_units = kQueryUnits;
 };
 
 // Where row h of the partial scores stores key column j. On NVIDIA (rows of 32 words, kTile 32)
@@ -228,7 +227,7 @@ __device__ __forceinline__ void part_plan(const KArgs& k, int32_t p, int32_t* su
   const int32_t lo = tid * per < B ? tid * per : B, hi = lo + per < B ? lo + per : B;
   int32_t sum = 0;
   for (int32_t b = lo; b < hi; ++b) {
-    const int32_t u = int32_t(Tiles(a, b, 0, total).n) + k.query_units;
+    const int32_t u = int32_t(Tiles(a, b, 0, total).n) + kQueryUnits;
     su[b] = u;
     sum += u;
   }
@@ -329,8 +328,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
     int32_t u1 = 0;
     if (scheduled) {
       const int32_t u_begin = sseg[0], u_end = sseg[1], u0 = sseg[3];
-      u1 = u0 + int32_t(T0.n) + k.query_units;
-      const int32_t first = u0 + k.query_units;
+      u1 = u0 + int32_t(T0.n) + kQueryUnits;
+      const int32_t first = u0 + kQueryUnits;
       const int32_t lo = u_begin - first, hi = (u_end < u1 ? u_end : u1) - first;
       T0.window(lo > 0 ? lo : 0, hi > 0 ? hi : 0);
       if (u0 < u_begin || u1 > u_end) prow = b + block_x();
@@ -697,9 +696,12 @@ __global__ void __launch_bounds__(split_combine::kThreads)
   split_combine::merge_row<kStaged>(m, b, h, b + u0 / C, (u1 - 1) / C - u0 / C + 1);
 }
 
+// Heads a block of the kernel covers (launch() picks the instance the same way).
+int64_t heads_per_block(int64_t H) { return kMaxGroups >= 4 && H % 64 == 0 ? 64 : 16; }
+
 // Parts of the schedule: one block per compute unit, the head blocks of a part side by side.
 int64_t plan_parts(const Args& a) {
-  const int64_t head_blocks = a.H / (kMaxGroups >= 4 && a.H % 64 == 0 ? 64 : 16);
+  const int64_t head_blocks = a.H / heads_per_block(a.H);
   return std::max<int64_t>(1, compute_units() / std::max<int64_t>(head_blocks, 1));
 }
 
@@ -721,9 +723,6 @@ void decode(const Args& a, bf16* out, float* lse, gpu::Stream s) {
 }
 
 namespace {
-
-// Heads a block of the kernel covers (launch() picks the instance the same way).
-int64_t heads_per_block(int64_t H) { return kMaxGroups >= 4 && H % 64 == 0 ? 64 : 16; }
 
 size_t align16(size_t n) { return (n + 15) / 16 * 16; }
 

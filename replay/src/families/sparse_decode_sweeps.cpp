@@ -88,6 +88,10 @@ std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_soak_sweep() {
   v.push_back({spread_shape(1, 128, 2048, KvLayout::kV41, 64, 0)});
   v.push_back({spread_shape(4, 16, 576, KvLayout::kV41, 64, 0, 64, KvLayout::kV41Fp4)});
   v.push_back({spread_shape(2, 48, 576, KvLayout::kV41, 64, 3, 64, KvLayout::kV41Fp4)});
+  // decode()'s key-balanced schedule: queries cut by parts, merged afterwards.
+  SparseDecodeShape sched = spread_shape(8, 64, 576, KvLayout::kV41, 64, 0);
+  sched.auto_splits = true;
+  v.push_back({sched});
   return v;
 }
 
