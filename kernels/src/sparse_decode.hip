@@ -9,8 +9,9 @@
 // Dp), +Dw), Dw = 512 / Dp: it multiplies its heads' q by the tile's keys over its Dw values (bf16
 // x bf16 -> fp32 tiles), the Dp partial scores of a head are added in shared memory in a fixed
 // order, the online softmax (base 2, fp32) runs on them (a head's running maximum moves only by
-// more than kStale), P is rounded to bf16 for the output product P V with V the same rows (MLA),
-// and the sums that normalise stay fp32. Output through a shared-memory staging tile. One instance
+// more than kStale, so most tiles skip the rescale of O), P is rounded to bf16 for the output
+// product P V with V the same rows (MLA), and the sums that normalise stay fp32 (per softmax
+// thread, added once at the end). Output through a shared-memory staging tile. One instance
 // per layout set (v41 alone, v41_fp4 alone, any), so a common launch runs one reader's code. On
 // NVIDIA the key rows and the partial scores sit in shared memory permuted so that no access
 // conflicts on banks (key_col, score_col).
@@ -124,12 +125,12 @@ struct KArgs {
 };
 
 // Where row h of the partial scores stores key column j. On NVIDIA (rows of 32 words, kTile 32)
-// bits 0-1 of h go to bits 3-4 of j and bit 2 to bits 0 and 2: the accumulator stores (8 rows x
-// 4 column pairs per instruction) and the softmax loads (8 heads x 4 consecutive keys) each hit 32
-// distinct banks.
+// the groups of 8 columns are XOR-permuted by bits 0-1 of h: the accumulators' 8-byte stores (4
+// rows x 4 column pairs per half-warp) and the 64-head softmax's 16-byte loads (2 heads x 4
+// groups of 8 per quarter-warp, the odd head's halves in the other order) hit distinct banks.
 __device__ __forceinline__ int score_col(int h, int j) {
 #if DSV4_GPU_CUDA
-  return j ^ (8 * (h & 3) + 5 * ((h >> 2) & 1));
+  return j ^ (8 * (h & 3));
 #else
   (void)h;
   return j;
@@ -150,6 +151,31 @@ __device__ __forceinline__ mma::FragB key_b(const bf16* rows, int col, int lane)
   return mma::load_b(rows + col, kLd, lane);
 #endif
 }
+
+#if DSV4_MMA_NV
+// A lane's ldmatrix row addresses (shared space, bytes) in key buffer `keys` for a warp of 128
+// values from 128 d (Dw = 128): the B fragment of keys [16 m, +16) x values 128 d + 16 j +
+// [0, 16) is at at[j & 1][(j >> 2) & 1] + 2 (16 m kLd + 32 (j >> 1)), key_col resolved (its XOR
+// of bits 3-4 by bits 6-7 depends only on d, bits 0 and 2 of j and the lane), so each load is
+// a base register and a constant. K^T (qk): lane rows lane % 8 + 8 (lane / 16), value half bit 3
+// of the lane; V (pv): rows lane % 8 + 8 (bit 3), half lane / 16.
+struct KeyRows {
+  uint32_t at[2][2];
+};
+__device__ __forceinline__ KeyRows key_rows(const bf16* keys, int d, int lane, bool pv) {
+  const int x = lane >> 4, y = (lane >> 3) & 1;
+  const int row = (lane & 7) + 8 * (pv ? y : x), half = pv ? x : y;
+  const uint32_t base = mma::smem_addr(keys) + 2u * uint32_t(row * kLd + 128 * d);
+  KeyRows k;
+  DSV4_UNROLL
+  for (int a = 0; a < 2; ++a) {
+    DSV4_UNROLL
+    for (int q = 0; q < 2; ++q)
+      k.at[a][q] = base + 2u * uint32_t(16 * (a ^ (d & 1)) + 8 * (half ^ q));
+  }
+  return k;
+}
+#endif
 
 // x, but on AMD opaque to the optimiser: values derived from it in the tile loop and the epilogue
 // are recomputed there rather than held in registers through the loop.
@@ -275,8 +301,16 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   // Softmax: kTph threads per head, kKpt keys each.
   constexpr int kTph = kTile < kThreads / kHeads ? kTile : kThreads / kHeads;
   constexpr int kKpt = kTile / kTph;
+  // Whether a softmax thread's keys are 8 consecutive ones (below) and the scores are stored in
+  // pairs, on NVIDIA's 32-key tiles; not in the any-layout instance, whose larger gather leaves
+  // no register for it.
+  // Whether the key fragments load from the lane's precomputed rows (key_rows); not in the
+  // any-layout instance (registers, as below).
+  constexpr bool kKeyRows = Dw == 128 && kNt == 8 && A != Lay::kAny;
+  constexpr bool kVecKeys = kKpt == 8 && kTile == 32 && kLdS == 32 && A != Lay::kAny;
   static_assert(kTph <= 32 && kTile % kTph == 0 && kHeads * kTph == kThreads);
   constexpr Smem L{G};
+  constexpr bool kLazyRescale = G >= 4 && A != Lay::kAny;
 
 #if DSV4_GPU_NONE
   static U4 smem_host[L.bytes() / 16];
@@ -304,7 +338,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   int64_t* sprow = reinterpret_cast<int64_t*>(smem + L.seg() + 48);
   // u_begin, u_end, the next segment's query b and U_b
   int32_t* sseg = reinterpret_cast<int32_t*>(smem + L.seg() + 56);
-  static_assert(sizeof(Tiles) == 48 && alignof(Tiles) <= 16 && 56 + 4 * 4 <= L.bytes() - L.seg());
+  // the last tile in which some head's maximum moved (alpha != 1), of the current segment
+  int* smoved = reinterpret_cast<int*>(smem + L.seg() + 72);
+  static_assert(sizeof(Tiles) == 48 && alignof(Tiles) <= 16 && 76 <= L.bytes() - L.seg());
   const bool scheduled = kScheduled && k.plan != nullptr;
   bool more = true;
   if (scheduled) {
@@ -335,7 +371,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       if (u0 < u_begin || u1 > u_end) prow = b + block_x();
     }
     sync_block();  // every lane has read the segment's state
-    if (tid == 0) *stiles = T0, *sprow = prow, sseg[2] = b + 1, sseg[3] = u1;
+    if (tid == 0) *stiles = T0, *sprow = prow, sseg[2] = b + 1, sseg[3] = u1, *smoved = -1;
     sync_block();
 #if DSV4_GPU_HIP
     const Tiles T = T0;  // in registers: gfx942 otherwise takes 80 bytes of scratch
@@ -379,7 +415,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
     sync_block();
 #endif
 
-    // Softmax state of head roles(tid).sh.
+    // Softmax state of head roles(tid).sh: its running maximum, and the sum of this thread's
+    // keys' p (the head's kTph threads' sums are added once, after the last tile).
     const float scale2 = a.sm_scale * f32m::kLog2e;
     float m = -f32m::inf(), l = 0.0f;
 
@@ -399,6 +436,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
 
       // Partial scores of the warp's heads over its values.
       {
+#if DSV4_MMA_NV
+        const KeyRows kq = key_rows(keys, d, lane, false);
+#endif
         mma::Acc s[kM][kTile / 16];
         DSV4_UNROLL
         for (int mi = 0; mi < kM; ++mi) {
@@ -414,7 +454,14 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
             qa[mi] = mma::load_a(sq + 16 * (kM * g + mi) * kLd + col, kLd, lane);
           DSV4_UNROLL
           for (int n = 0; n < kTile / 16; ++n) {
+#if DSV4_MMA_NV
+            const mma::FragB kb =
+                kKeyRows ? mma::load_b_t_shared(kq.at[kk & 1][(kk >> 2) & 1] +
+                                                2u * uint32_t(16 * n * kLd + 32 * (kk >> 1)))
+                         : key_b_t(keys + 16 * n * kLd, col, lane);
+#else
             const mma::FragB kb = key_b_t(keys + 16 * n * kLd, col, lane);
+#endif
             DSV4_UNROLL
             for (int mi = 0; mi < kM; ++mi) mma::mma(s[mi][n], qa[mi], kb, lane);
           }
@@ -424,6 +471,18 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
           float* dst = ss + (d * kHeads + 16 * (kM * g + mi)) * kLdS;
           DSV4_UNROLL
           for (int n = 0; n < kTile / 16; ++n) {
+#if DSV4_MMA_NV  // elements 2i, 2i + 1: adjacent columns of a row, adjacent in its permutation too
+            if constexpr (kVecKeys) {
+              DSV4_UNROLL
+              for (int i = 0; i < mma::kCElems; i += 2) {
+                const int row = mma::acc_row(lane, i);
+                *reinterpret_cast<float2*>(dst + row * kLdS +
+                                           score_col(row, 16 * n + mma::acc_col(lane, i))) =
+                    make_float2(s[mi][n].v[i], s[mi][n].v[i + 1]);
+              }
+              continue;
+            }
+#endif
             DSV4_UNROLL
             for (int i = 0; i < mma::kCElems; ++i)
               dst[mma::acc_row(lane, i) * kLdS +
@@ -434,19 +493,52 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       sync_block();
 
       // Online softmax (base 2) of head sh over the tile: scores summed over the Dp parts in order.
+      // With 8 keys a thread on NVIDIA (64 heads), thread sub takes the 8 consecutive keys its
+      // group of stored columns holds (score_col), in two 16-byte loads a part.
       {
         const int* valid = svalid + buf * kTile;
+        // The thread's keys: kb + kKpt * e (kVecKeys: kb + e).
+        const int kb = kVecKeys ? kKpt * (sub ^ (sh & 3)) : sub;
         float x[kKpt];
         float tmax = -f32m::inf();
-        DSV4_UNROLL
-        for (int e = 0; e < kKpt; ++e) {
-          const int j = sub + kTph * e;
-          const int sj = score_col(sh, j);  // the same for every part (kHeads is a multiple of 16)
-          float dot = ss[sh * kLdS + sj];
+        if constexpr (kVecKeys) {
+          const int h0 = 4 * (sh & 1);  // the half of the group loaded first
+          float v[2][4];                // the halves as loaded, summed over the parts
           DSV4_UNROLL
-          for (int p = 1; p < Dp; ++p) dot = dot + ss[(p * kHeads + sh) * kLdS + sj];
-          x[e] = valid[j] ? dot * scale2 : -f32m::inf();
-          tmax = fmaxf(tmax, x[e]);
+          for (int p = 0; p < Dp; ++p) {
+            const float* row = ss + (p * kHeads + sh) * kLdS + 8 * sub;
+            DSV4_UNROLL
+            for (int hf = 0; hf < 2; ++hf) {
+              const U4 w = *reinterpret_cast<const U4*>(row + (h0 ^ (4 * hf)));
+              const float f[4] = {__uint_as_float(w.x), __uint_as_float(w.y), __uint_as_float(w.z),
+                                  __uint_as_float(w.w)};
+              DSV4_UNROLL
+              for (int c = 0; c < 4; ++c) v[hf][c] = p == 0 ? f[c] : v[hf][c] + f[c];
+            }
+          }
+          const U4 f0 = *reinterpret_cast<const U4*>(valid + kb);
+          const U4 f1 = *reinterpret_cast<const U4*>(valid + kb + 4);
+          float dot[8];  // keys kb .. kb + 7: the first half loaded holds kb + h0 ..
+          DSV4_UNROLL
+          for (int c = 0; c < 4; ++c)
+            dot[c] = h0 ? v[1][c] : v[0][c], dot[4 + c] = h0 ? v[0][c] : v[1][c];
+          const uint32_t ok[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
+          DSV4_UNROLL
+          for (int e = 0; e < kKpt; ++e) {
+            x[e] = ok[e] ? dot[e] * scale2 : -f32m::inf();
+            tmax = fmaxf(tmax, x[e]);
+          }
+        } else {
+          DSV4_UNROLL
+          for (int e = 0; e < kKpt; ++e) {
+            const int j = kb + kTph * e;
+            const int sj = score_col(sh, j);  // the same for every part (kHeads: a multiple of 16)
+            float dot = ss[sh * kLdS + sj];
+            DSV4_UNROLL
+            for (int p = 1; p < Dp; ++p) dot = dot + ss[(p * kHeads + sh) * kLdS + sj];
+            x[e] = valid[j] ? dot * scale2 : -f32m::inf();
+            tmax = fmaxf(tmax, x[e]);
+          }
         }
         DSV4_UNROLL
         for (int off = 1; off < kTph; off <<= 1) tmax = fmaxf(tmax, __shfl_xor(tmax, off, kTph));
@@ -458,17 +550,28 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
         const float base = m_new == -f32m::inf() ? 0.0f : m_new;
         const float alpha = exp2f(m - base);
         float psum = 0.0f;
-        DSV4_UNROLL
-        for (int e = 0; e < kKpt; ++e) {
-          const float p = exp2f(x[e] - base);
-          psum = psum + p;
-          sp[sh * kLdP + sub + kTph * e] = f32_to_bf16(p);
+        if constexpr (kVecKeys) {
+          uint32_t pw[kKpt / 2];
+          DSV4_UNROLL
+          for (int e = 0; e < kKpt; e += 2) {
+            const float p0 = exp2f(x[e] - base), p1 = exp2f(x[e + 1] - base);
+            psum = psum + p0;
+            psum = psum + p1;
+            pw[e / 2] = uint32_t(f32_to_bf16(p0).bits) | uint32_t(f32_to_bf16(p1).bits) << 16;
+          }
+          *reinterpret_cast<U4*>(sp + sh * kLdP + kb) = U4{pw[0], pw[1], pw[2], pw[3]};
+        } else {
+          DSV4_UNROLL
+          for (int e = 0; e < kKpt; ++e) {
+            const float p = exp2f(x[e] - base);
+            psum = psum + p;
+            sp[sh * kLdP + kb + kTph * e] = f32_to_bf16(p);
+          }
         }
-        DSV4_UNROLL
-        for (int off = 1; off < kTph; off <<= 1) psum = psum + __shfl_xor(psum, off, kTph);
         l = l * alpha + psum;
         m = m_new;
         if (sub == 0) salpha[sh] = alpha;
+        if (kLazyRescale && sub == 0 && alpha != 1.0f) atomicExch(smoved, t);
       }
       // The next tile into the other buffer (its last reader, the previous P V, is done).
       if (!kEarlyLoads && t + 1 < tiles) gather_next(t);
@@ -477,17 +580,23 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
                       svalid + (buf ^ 1) * kTile);
       sync_block();
 
-      // O = O * alpha + P V over this warp's values. (Skipping the rescale when every alpha is 1,
-      // by a vote or a block flag, costs the 64-head kernel its last registers: nvcc spills.)
-      DSV4_UNROLL
-      for (int mi = 0; mi < kM; ++mi) {
+      // O = O * alpha + P V over this warp's values; in the one-layout 64-head instances the
+      // rescale is skipped when no head of the block moved its maximum in this tile (most tiles,
+      // by kStale). The others would spill with the branch (G = 1 holds 128 registers).
+      if (!kLazyRescale || *smoved == t) {
         DSV4_UNROLL
-        for (int i = 0; i < mma::kCElems; ++i) {
-          const float alpha = salpha[16 * (kM * g + mi) + mma::acc_row(lane, i)];
+        for (int mi = 0; mi < kM; ++mi) {
           DSV4_UNROLL
-          for (int n = 0; n < kNt; ++n) o[mi][n].v[i] *= alpha;
+          for (int i = 0; i < mma::kCElems; ++i) {
+            const float alpha = salpha[16 * (kM * g + mi) + mma::acc_row(lane, i)];
+            DSV4_UNROLL
+            for (int n = 0; n < kNt; ++n) o[mi][n].v[i] *= alpha;
+          }
         }
       }
+#if DSV4_MMA_NV
+      const KeyRows kv = key_rows(keys, d, lane, true);
+#endif
       DSV4_UNROLL
       for (int kk = 0; kk < kTile / 16; ++kk) {
         mma::FragA pa[kM];
@@ -496,7 +605,14 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
           pa[mi] = mma::load_a(sp + 16 * (kM * g + mi) * kLdP + 16 * kk, kLdP, lane);
         DSV4_UNROLL
         for (int n = 0; n < kNt; ++n) {
+#if DSV4_MMA_NV
+          const mma::FragB vb =
+              kKeyRows ? mma::load_b_shared(kv.at[n & 1][(n >> 2) & 1] +
+                                            2u * uint32_t(16 * kk * kLd + 32 * (n >> 1)))
+                       : key_b(keys + 16 * kk * kLd, Dw * d + 16 * n, lane);
+#else
           const mma::FragB vb = key_b(keys + 16 * kk * kLd, Dw * d + 16 * n, lane);
+#endif
           DSV4_UNROLL
           for (int mi = 0; mi < kM; ++mi) mma::mma(o[mi][n], pa[mi], vb, lane);
         }
@@ -506,6 +622,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
     // Stage O (and each head's m, l) in shared memory, then write rows of whole vectors.
     const int tid_e = fresh(tid);
     const Roles re = roles(tid_e);
+    DSV4_UNROLL
+    for (int off = 1; off < kTph; off <<= 1) l = l + __shfl_xor(l, off, kTph);
     if (re.sub == 0) sm[re.sh] = m, sl[re.sh] = l;
     sync_block();  // every warp is past its last read of the keys and q
     float* so = reinterpret_cast<float*>(smem);
@@ -532,9 +650,10 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       if (prow >= 0) {  // split partial
         const int64_t row = prow * a.H + h;
         if (c8 == 0) k.o_lse[row] = empty ? -f32m::inf() : log2f(lr) + mr;
+        const float inv = empty ? 0.0f : 1.0f / lr;  // one division a row's 8 values
         uint32_t v[8];
         DSV4_UNROLL
-        for (int e = 0; e < 8; ++e) v[e] = f32_bits(empty ? 0.0f : src[e] / lr);
+        for (int e = 0; e < 8; ++e) v[e] = f32_bits(src[e] * inv);
         U4* dst = reinterpret_cast<U4*>(k.o + row * kD + c8);
         dst[0] = U4{v[0], v[1], v[2], v[3]};
         dst[1] = U4{v[4], v[5], v[6], v[7]};
@@ -548,18 +667,18 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       if (c8 == 0) k.lse[row] = empty ? f32m::inf() : (log2f(lr) + mr) / f32m::kLog2e;
       const float sink = a.sink ? a.sink[h] : -f32m::inf();
       const bool zero = empty || sink == f32m::inf();
-      float f = 1.0f, den = lr;
+      float scale = 0.0f;  // f / den, one division a row's 8 values
       if (!zero) {
         const float sk2 = sink * f32m::kLog2e;
         const float ms = fmaxf(mr, sk2);
-        f = exp2f(mr - ms);
-        den = lr * f + exp2f(sk2 - ms);
+        const float f = exp2f(mr - ms);
+        scale = f / (lr * f + exp2f(sk2 - ms));
       }
       uint32_t w[4];
       DSV4_UNROLL
       for (int e = 0; e < 4; ++e) {
-        const float v0 = zero ? 0.0f : src[2 * e] * f / den;
-        const float v1 = zero ? 0.0f : src[2 * e + 1] * f / den;
+        const float v0 = zero ? 0.0f : src[2 * e] * scale;
+        const float v1 = zero ? 0.0f : src[2 * e + 1] * scale;
         w[e] = uint32_t(f32m::to_bf16_canonical(v0).bits) |
                (uint32_t(f32m::to_bf16_canonical(v1).bits) << 16);
       }

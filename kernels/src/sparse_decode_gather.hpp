@@ -53,10 +53,21 @@ __device__ __forceinline__ KvLayout layout_of(const Cache& c) {
   return A == Lay::kV41 ? KvLayout::kV41 : A == Lay::kV41Fp4 ? KvLayout::kV41Fp4 : c.layout;
 }
 
-// The page of a slot and its row in it (32-bit division: check_cache keeps slots below 2^31).
+// log2 of a power of two.
+__device__ __forceinline__ int log2_pow2(uint32_t x) {
+#if DSV4_GPU_CUDA
+  return __ffs(int(x)) - 1;
+#else
+  return __builtin_ctz(x);
+#endif
+}
+
+// The page of a slot and its row in it: a shift for a power-of-two page size (SGLang's), else a
+// 32-bit division (check_cache keeps slots below 2^31).
 __device__ __forceinline__ PageRow locate(const Cache& c, int64_t slot) {
-  const uint32_t p = uint32_t(slot) / uint32_t(c.page_size);
-  return PageRow{int64_t(p), int64_t(uint32_t(slot) - p * uint32_t(c.page_size))};
+  const uint32_t ps = uint32_t(c.page_size), s = uint32_t(slot);
+  const uint32_t p = (ps & (ps - 1)) == 0 ? s >> log2_pow2(ps) : s / ps;
+  return PageRow{int64_t(p), int64_t(s - p * ps)};
 }
 
 // Byte offset of a slot's data row in the pool.

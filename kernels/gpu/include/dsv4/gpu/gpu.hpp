@@ -343,6 +343,12 @@ inline T atomicAdd(T* p, T v) {
   return old;
 }
 template <class T>
+inline T atomicExch(T* p, T v) {
+  T old = *p;
+  *p = v;
+  return old;
+}
+template <class T>
 inline T atomicCAS(T* p, T expected, T v) {
   T old = *p;
   if (old == expected) *p = v;

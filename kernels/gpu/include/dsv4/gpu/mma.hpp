@@ -115,6 +115,23 @@ __device__ __forceinline__ FragB load_b_at(const bf16* rows, int ld, int col, in
                     rows + ((lane & 7) + 8 * ((lane >> 3) & 1)) * ld + phys(col + 8 * (lane >> 4)));
   return b;
 }
+// B fragments from a lane's own row address in shared space (smem_addr; the address load_b_t_at /
+// load_b_at computes), for callers that keep their addresses (a constant offset folds into the
+// instruction).
+__device__ __forceinline__ FragB load_b_t_shared(uint32_t addr) {
+  FragB b;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(b.r[0]), "=r"(b.r[1]), "=r"(b.r[2]), "=r"(b.r[3])
+               : "r"(addr));
+  return b;
+}
+__device__ __forceinline__ FragB load_b_shared(uint32_t addr) {
+  FragB b;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(b.r[0]), "=r"(b.r[1]), "=r"(b.r[2]), "=r"(b.r[3])
+               : "r"(addr));
+  return b;
+}
 __device__ __forceinline__ int same_col(int c) { return c; }
 __device__ __forceinline__ FragB load_b_t(const bf16* s, int ld, int lane) {
   return load_b_t_at(s, ld, 0, lane, same_col);
