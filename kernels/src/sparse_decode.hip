@@ -480,13 +480,15 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
                                            score_col(row, 16 * n + mma::acc_col(lane, i))) =
                     make_float2(s[mi][n].v[i], s[mi][n].v[i + 1]);
               }
-              continue;
-            }
+            } else
 #endif
-            DSV4_UNROLL
-            for (int i = 0; i < mma::kCElems; ++i)
-              dst[mma::acc_row(lane, i) * kLdS +
-                  score_col(mma::acc_row(lane, i), 16 * n + mma::acc_col(lane, i))] = s[mi][n].v[i];
+            {
+              DSV4_UNROLL
+              for (int i = 0; i < mma::kCElems; ++i)
+                dst[mma::acc_row(lane, i) * kLdS +
+                    score_col(mma::acc_row(lane, i), 16 * n + mma::acc_col(lane, i))] =
+                    s[mi][n].v[i];
+            }
           }
         }
       }

@@ -82,15 +82,22 @@ struct FragB {
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
+// ldmatrix at a shared-space byte address (smem_addr), or at a pointer into shared memory.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
+               : "r"(addr));
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* p) {
+  ldmatrix_x4(r, smem_addr(p));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* p) {
+  ldmatrix_x4_trans(r, smem_addr(p));
 }
 
 // Matrix j of an x4 load takes its 8 row addresses from lanes 8j..8j+7.
@@ -120,16 +127,12 @@ __device__ __forceinline__ FragB load_b_at(const bf16* rows, int ld, int col, in
 // instruction).
 __device__ __forceinline__ FragB load_b_t_shared(uint32_t addr) {
   FragB b;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(b.r[0]), "=r"(b.r[1]), "=r"(b.r[2]), "=r"(b.r[3])
-               : "r"(addr));
+  ldmatrix_x4(b.r, addr);
   return b;
 }
 __device__ __forceinline__ FragB load_b_shared(uint32_t addr) {
   FragB b;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(b.r[0]), "=r"(b.r[1]), "=r"(b.r[2]), "=r"(b.r[3])
-               : "r"(addr));
+  ldmatrix_x4_trans(b.r, addr);
   return b;
 }
 __device__ __forceinline__ int same_col(int c) { return c; }
