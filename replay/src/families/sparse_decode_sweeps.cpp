@@ -67,11 +67,13 @@ std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_gpu_sweep() {
     fx::Launch launch = fx::Launch::kEager;
   };
   // With the key-balanced schedule: more queries than parts (many whole in one part), queries cut
-  // by several parts, an extra cache's tiles after main's.
-  for (const A& a : {A{1, 128, 2048, kV41}, A{8, 64, 2048, kFp4}, A{64, 128, 2048, kV41},
-                     A{2, 16, 576, kV41, 64, kFp4}, A{1, 16, 16, kV41},
-                     A{4, 64, 2048, kV41, 0, kV41, fx::Launch::kGraph}, A{300, 16, 64, kV41},
-                     A{40, 64, 576, kV41, 128, kFp4}}) {
+  // by several parts, an extra cache's tiles after main's; many queries cut into a few pieces
+  // (the merge's 16-head blocks), replayed in a graph.
+  for (const A& a :
+       {A{1, 128, 2048, kV41}, A{8, 64, 2048, kFp4}, A{64, 128, 2048, kV41},
+        A{2, 16, 576, kV41, 64, kFp4}, A{1, 16, 16, kV41},
+        A{4, 64, 2048, kV41, 0, kV41, fx::Launch::kGraph}, A{300, 16, 64, kV41},
+        A{40, 64, 576, kV41, 128, kFp4}, A{48, 64, 576, kFp4, 0, kV41, fx::Launch::kGraph}}) {
     SparseDecodeShape s = spread_shape(a.B, a.H, a.K, a.layout, 64, 0, a.Ke, a.extra, 64);
     s.auto_splits = true;
     out.push_back({s, a.launch});
