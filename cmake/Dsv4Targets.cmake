@@ -3,6 +3,13 @@ include_guard(GLOBAL)
 include(GoogleTest)
 
 set(DSV4_WARNINGS -Wall -Wextra -Wno-unused-parameter)
+# The test sources build at -Og in the optimised configurations: half the compile time of -O2 -g
+# (the suite's cost on a 2-core CI machine), while the libraries they test keep the preset's level.
+option(DSV4_TEST_OG "Compile the GoogleTest sources at -Og in RelWithDebInfo and Release" ON)
+set(DSV4_TEST_OPT "")
+if(DSV4_TEST_OG AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+  set(DSV4_TEST_OPT "$<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:RelWithDebInfo,Release>>:-Og>")
+endif()
 
 # Marks .hip sources for the configured backend: CUDA under nvcc, HIP under ROCm clang, and plain
 # C++ (host-only stubs, launches report "no GPU backend") in the cpu preset.
@@ -78,7 +85,7 @@ function(dsv4_test_directory)
     set(target ${room}_${name})
     add_executable(${target} ${src})
     target_link_libraries(${target} PRIVATE ${ARG_LIBS} dsv4_test_main GTest::gmock GTest::gtest)
-    target_compile_options(${target} PRIVATE ${DSV4_WARNINGS})
+    target_compile_options(${target} PRIVATE ${DSV4_WARNINGS} ${DSV4_TEST_OPT})
     set(labels ${ARG_LABELS})
     set(gpu ${ARG_GPU})
     if(name MATCHES "_device$")
