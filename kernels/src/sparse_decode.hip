@@ -177,18 +177,21 @@ __device__ __forceinline__ KeyRows key_rows(const bf16* keys, int d, int lane, b
 }
 #endif
 
-// bf16 of a and b (a in the low half), f32m::to_bf16_canonical's bits (NaN as 0x7fc0), through
-// the device's conversion where it has one.
-__device__ __forceinline__ uint32_t bf16x2_canonical(float a, float b) {
+// bf16 of a and b (a in the low half), rounded to nearest even: f32_to_bf16's bits but for a NaN,
+// in one device conversion where the device has it.
+__device__ __forceinline__ uint32_t bf16x2_rn(float a, float b) {
 #if DSV4_GPU_FP8_CVT
-  uint32_t r = gpu::fp8::bf16x2_from_f32(a, b);
+  return gpu::fp8::bf16x2_from_f32(a, b);
+#else
+  return uint32_t(f32_to_bf16(a).bits) | uint32_t(f32_to_bf16(b).bits) << 16;
+#endif
+}
+// The same with a NaN as 0x7fc0: f32m::to_bf16_canonical's bits.
+__device__ __forceinline__ uint32_t bf16x2_canonical(float a, float b) {
+  uint32_t r = bf16x2_rn(a, b);
   if (a != a) r = (r & 0xffff0000u) | 0x7fc0u;
   if (b != b) r = (r & 0x0000ffffu) | 0x7fc00000u;
   return r;
-#else
-  return uint32_t(f32m::to_bf16_canonical(a).bits) | uint32_t(f32m::to_bf16_canonical(b).bits)
-                                                         << 16;
-#endif
 }
 
 // 2^x as exp2f computes it where the result is an fp32 normal, below 2^-126 zero: on NVIDIA the
@@ -587,11 +590,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
             const float p0 = exp2_ftz(x[e] - base), p1 = exp2_ftz(x[e + 1] - base);
             psum = psum + p0;
             psum = psum + p1;
-#if DSV4_GPU_FP8_CVT  // one conversion a pair: f32_to_bf16's bits but for a NaN p (O is NaN then)
-            pw[e / 2] = gpu::fp8::bf16x2_from_f32(p0, p1);
-#else
-            pw[e / 2] = uint32_t(f32_to_bf16(p0).bits) | uint32_t(f32_to_bf16(p1).bits) << 16;
-#endif
+            pw[e / 2] = bf16x2_rn(p0, p1);  // a NaN p's bits do not matter: O is NaN then
           }
           *reinterpret_cast<U4*>(sp + sh * kLdP + kb) = U4{pw[0], pw[1], pw[2], pw[3]};
         } else {

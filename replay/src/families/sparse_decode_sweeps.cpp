@@ -67,8 +67,8 @@ std::vector<fx::Sweep<SparseDecodeShape>> sparse_decode_gpu_sweep() {
     fx::Launch launch = fx::Launch::kEager;
   };
   // With the key-balanced schedule: more queries than parts (many whole in one part), queries cut
-  // by several parts, an extra cache's tiles after main's; many queries cut into a few pieces
-  // (the merge's 16-head blocks), replayed in a graph.
+  // by several parts, an extra cache's tiles after main's; many queries cut into a few pieces,
+  // replayed in a graph.
   for (const A& a :
        {A{1, 128, 2048, kV41}, A{8, 64, 2048, kFp4}, A{64, 128, 2048, kV41},
         A{2, 16, 576, kV41, 64, kFp4}, A{1, 16, 16, kV41},
