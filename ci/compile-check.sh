@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Compile checks of every kernel source without a GPU: the hip-compile preset (hipcc objects for
 # gfx90a;gfx940;gfx1030, clang-19 assembly and a resource report for gfx942 and gfx1030), then nvcc
-# for sm_90 with ptxas' register/spill report. Exits non-zero on a compile error or a spill.
+# for sm_90a with ptxas' register/spill report. Exits non-zero on a compile error or a spill.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 3
 status=0
@@ -15,11 +15,11 @@ else
   status=1
 fi
 
-echo "== nvcc sm_90"
+echo "== nvcc sm_90a"
 nvcc=$(command -v nvcc || true)
 [ -n "$nvcc" ] || { [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc; }
 if [ -z "$nvcc" ]; then
-  echo "nvcc sm_90 check NOT RUN: no nvcc on this machine (install the CUDA toolkit, or set PATH)"
+  echo "nvcc sm_90a check NOT RUN: no nvcc on this machine (install the CUDA toolkit, or set PATH)"
 else
   out=build/nvcc-check
   mkdir -p "$out"
@@ -27,7 +27,7 @@ else
   compile() {  # src -> $out/<name>.o, ptxas report in $out/<name>.ptxas.txt, exit status in .rc
     local src=$1 name
     name=$(basename "$src" .hip)
-    "$nvcc" -x cu -std=c++17 -O3 -arch=sm_90 --fmad=false --expt-relaxed-constexpr \
+    "$nvcc" -x cu -std=c++17 -O3 -arch=sm_90a --fmad=false --expt-relaxed-constexpr \
       -Xptxas -v -Ikernels/include -Ikernels/gpu/include -Ireference/include \
       -c "$src" -o "$out/$name.o" >"$out/$name.ptxas.txt" 2>&1
     echo $? >"$out/$name.rc"

@@ -14,7 +14,8 @@
 // thread, added once at the end). Output through a shared-memory staging tile. One instance
 // per layout set (v41 alone, v41_fp4 alone, any), so a common launch runs one reader's code. On
 // NVIDIA the key rows and the partial scores sit in shared memory permuted so that no access
-// conflicts on banks (key_col, score_col).
+// conflicts on banks (key_col, score_col). On NVIDIA (sm_90a) the one-layout 64-head instances run
+// both products on wgmma instead (wg_instance, below).
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -25,6 +26,7 @@
 #include "device_units.hpp"
 #include "dsv4/gpu/gpu.hpp"
 #include "dsv4/gpu/mma.hpp"
+#include "dsv4/gpu/wgmma.hpp"
 #include "dsv4/kernels/sparse_decode.hpp"
 #include "dsv4/kernels/split_combine.hpp"
 #include "dsv4/ref/formats/kv_tiles.hpp"
@@ -70,22 +72,62 @@ constexpr bool kEarlyLoads = true;
 //   (Tiles), partial row (int64), part's end unit and query (int32), kept here rather than in
 //   registers through the tile loop.
 // The output staging tile [16G][kD + 4] fp32 reuses the keys and q.
+// The Hopper instances (wg, below: wgmma) instead hold kWgBufs key buffers of the 128-byte swizzle
+// (key_sw128) and q in the same swizzle ([8 column blocks][64 rows][128 bytes]), no partial scores
+// and no P (both stay in registers): keys [kWgBufs][32 KB] | q [64 KB] | valid [kWgBufs][kTile] |
+// alpha, m, l | the segment; the staging tile reuses the keys and q.
+constexpr int kLdO = kD + 4;  // fp32 per row of the output staging tile
+constexpr int kWgBufs = 3;
+constexpr int kWgKeyBytes = kTile * kD * 2;
 struct Smem {
   int G;
+  bool wg = false;
   DSV4_HD constexpr int keys() const { return 0; }
-  DSV4_HD constexpr int q() const { return 2 * kTile * kLd * 2; }
-  DSV4_HD constexpr int scores() const { return q() + 16 * G * kLd * 2; }
-  DSV4_HD constexpr int p() const { return scores() + score_rows(G) * kLdS * 4; }
-  DSV4_HD constexpr int stats() const { return p() + 16 * G * kLdP * 2; }
-  DSV4_HD constexpr int valid() const { return stats() + 3 * 16 * G * 4; }
-  DSV4_HD constexpr int seg() const { return valid() + 2 * kTile * 4; }
+  DSV4_HD constexpr int q() const { return wg ? kWgBufs * kWgKeyBytes : 2 * kTile * kLd * 2; }
+  DSV4_HD constexpr int scores() const { return q() + 16 * G * (wg ? kD : kLd) * 2; }
+  DSV4_HD constexpr int p() const { return scores() + (wg ? 0 : score_rows(G) * kLdS * 4); }
+  DSV4_HD constexpr int stats() const {
+    return wg ? valid() + kWgBufs * kTile * 4 : p() + 16 * G * kLdP * 2;
+  }
+  DSV4_HD constexpr int valid() const {
+    return wg ? (scores() > 16 * G * kLdO * 4 ? scores() : 16 * G * kLdO * 4)
+              : stats() + 3 * 16 * G * 4;
+  }
+  DSV4_HD constexpr int seg() const {
+    return wg ? stats() + 3 * 16 * G * 4 : valid() + 2 * kTile * 4;
+  }
   DSV4_HD constexpr int bytes() const { return seg() + 80; }
 };
-constexpr int kLdO = kD + 4;  // fp32 per row of the output staging tile
 static_assert(16 * kMaxGroups * kLdO * 4 <= Smem{kMaxGroups}.scores());
 static_assert(16 * kLdO * 4 <= Smem{1}.scores());
+static_assert(16 * kMaxGroups * kLdO * 4 <= Smem{kMaxGroups, true}.valid());
+static_assert(Smem{kMaxGroups, true}.q() % 1024 == 0 && kWgKeyBytes % 1024 == 0);
+static_assert(Smem{kMaxGroups, true}.bytes() <= 227 * 1024);
+
+// Pairs of adjacent words in shared memory, one 8-byte access.
+struct alignas(8) I2 {
+  int x, y;
+};
+struct alignas(8) F2 {
+  float x, y;
+};
+
+// Whether the instance of G head groups reading layouts A runs its products on Hopper's
+// warpgroup instructions (NVIDIA builds are sm_90a): the one-layout 64-head ones, two warpgroups
+// each of which computes the 64 heads' scores over the tile (both need all of P) and the output
+// over its half of the values.
+#if DSV4_GPU_CUDA
+constexpr bool kWgTarget = true;
+#else
+constexpr bool kWgTarget = false;
+#endif
+DSV4_HD constexpr bool wg_instance(int G, Lay A) {
+  return kWgTarget && G == 4 && A != Lay::kAny && kTile == 32 && kThreads == 256;
+}
 // part_plan's scratch: every query's units in the key buffers, the threads' sums in the scores.
 static_assert(kMaxPlanQueries * 4 <= Smem{1}.q() && kThreads * 4 <= Smem{1}.p() - Smem{1}.scores());
+static_assert(kMaxPlanQueries * 4 <= Smem{4, true}.q() &&
+              Smem{4, true}.q() + kThreads * 4 <= Smem{4, true}.valid());
 static_assert(Smem{4}.scores() % 16 == 0 && Smem{4}.p() % 16 == 0 && Smem{1}.p() % 16 == 0);
 
 // The key-balanced schedule (decode() with a workspace): a query b of n_b key tiles costs
@@ -340,14 +382,17 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   [[maybe_unused]] constexpr bool kKeyRows = Dw == 128 && kNt == 8 && A != Lay::kAny;
   constexpr bool kVecKeys = kKpt == 8 && kTile == 32 && kLdS == 32 && A != Lay::kAny;
   static_assert(kTph <= 32 && kTile % kTph == 0 && kHeads * kTph == kThreads);
-  constexpr Smem L{G};
+  constexpr bool kWg = wg_instance(G, A);
+  // The Hopper instances read and store their pieces by part (piece_of): conflict-free stores.
+  constexpr bool kByPart = kWg;
+  constexpr Smem L{G, kWg};
   constexpr bool kLazyRescale = G >= 4 && A != Lay::kAny;
 
 #if DSV4_GPU_NONE
   static U4 smem_host[L.bytes() / 16];
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_host);
 #else
-  extern __shared__ U4 smem_dyn[];
+  extern __shared__ __align__(1024) U4 smem_dyn[];  // the swizzle's pattern starts 1024-aligned
   uint8_t* smem = reinterpret_cast<uint8_t*>(smem_dyn);
 #endif
   bf16* sk = reinterpret_cast<bf16*>(smem + L.keys());
@@ -376,7 +421,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   bool more = true;
   if (scheduled) {
     part_plan(k, int32_t(block_x()), reinterpret_cast<int32_t*>(smem + L.keys()),
-              reinterpret_cast<int32_t*>(smem + L.scores()), sseg);
+              reinterpret_cast<int32_t*>(smem + (kWg ? L.q() : L.scores())), sseg);
     more = sseg[2] < a.B;
   }
   for (; more;) {
@@ -421,8 +466,12 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
     // q of the block's heads.
     for (int i = tid; i < kHeads * (kD / 8); i += kThreads) {
       const int r = i / (kD / 8), c = i % (kD / 8);
-      reinterpret_cast<U4*>(sq + r * kLd)[c] =
-          reinterpret_cast<const U4*>(a.q + (b * a.H + h0 + r) * kD)[c];
+      const U4 v = reinterpret_cast<const U4*>(a.q + (b * a.H + h0 + r) * kD)[c];
+      if constexpr (kWg)  // [column block c / 8][row r], unit c % 8 swizzled
+        *reinterpret_cast<U4*>(reinterpret_cast<uint8_t*>(sq) + (c >> 3) * (kHeads * 128) +
+                               gpu::wgmma::sw128(uint32_t(r), uint32_t(c & 7))) = v;
+      else
+        reinterpret_cast<U4*>(sq + r * kLd)[c] = v;
     }
 
     const int tiles = uniform(int(T.n));  // of this segment
@@ -432,245 +481,376 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
     int32_t idx[kItems], slot[kItems];
     Raw raw[kItems];
     auto gather_next = [&](int t) {  // tile t + 1's bytes, tile t + 2's indices
-      load_tile<A>(a, T, t + 1, fresh(tid), idx, slot, raw, errors);
+      load_tile<A, kByPart>(a, T, t + 1, fresh(tid), idx, slot, raw, errors);
       // The query again from shared memory (sseg[2] holds the next one), not held in a register.
       if (t + 2 < tiles)
-        load_indices(a, T, t + 2, scheduled ? sseg[2] - 1 : int32_t(block_x()), tid, idx);
+        load_indices<kByPart>(a, T, t + 2, scheduled ? sseg[2] - 1 : int32_t(block_x()), tid, idx);
     };
-    if (tiles > 0) {
-      load_indices(a, T, 0, b, tid, idx);
-      gather_next(-1);
-      store_tile<A>(a, T, 0, tid, slot, raw, sk, svalid);
-    }
-#ifndef DSV4_PLANT_MISSING_SYNC  // the sanitizer's proof: only racecheck sees this barrier missing
-    sync_block();
-#endif
-
-    // Softmax state of head roles(tid).sh: its running maximum, and the sum of this thread's
-    // keys' p (the head's kTph threads' sums are added once, after the last tile).
-    const float scale2 = a.sm_scale * f32m::kLog2e;
-    float m = -f32m::inf(), l = 0.0f;
-
-    mma::Acc o[kM][kNt];
-    DSV4_UNROLL
-    for (int mi = 0; mi < kM; ++mi) {
-      DSV4_UNROLL
-      for (int n = 0; n < kNt; ++n) mma::zero(o[mi][n]);
-    }
-
-    for (int t = 0; t < tiles; ++t) {
-      const int buf = int(t & 1);
-      const Roles r = roles(fresh(tid));
-      const int lane = r.lane, g = r.g, d = r.d, sh = r.sh, sub = r.sub;
-      const bf16* keys = sk + buf * kTile * kLd;
-      if (kEarlyLoads && t + 1 < tiles) gather_next(t);
-
-      // Partial scores of the warp's heads over its values.
-      {
-#if DSV4_MMA_NV
-        const KeyRows kq = key_rows(keys, d, lane, false);
-#endif
-        mma::Acc s[kM][kTile / 16];
-        DSV4_UNROLL
-        for (int mi = 0; mi < kM; ++mi) {
-          DSV4_UNROLL
-          for (int n = 0; n < kTile / 16; ++n) mma::zero(s[mi][n]);
-        }
-        DSV4_UNROLL
-        for (int kk = 0; kk < Dw / 16; ++kk) {
-          const int col = Dw * d + 16 * kk;
-          mma::FragA qa[kM];
-          DSV4_UNROLL
-          for (int mi = 0; mi < kM; ++mi)
-            qa[mi] = mma::load_a(sq + 16 * (kM * g + mi) * kLd + col, kLd, lane);
-          DSV4_UNROLL
-          for (int n = 0; n < kTile / 16; ++n) {
-#if DSV4_MMA_NV
-            const mma::FragB kb =
-                kKeyRows ? mma::load_b_t_shared(kq.at[kk & 1][(kk >> 2) & 1] +
-                                                2u * uint32_t(16 * n * kLd + 32 * (kk >> 1)))
-                         : key_b_t(keys + 16 * n * kLd, col, lane);
-#else
-            const mma::FragB kb = key_b_t(keys + 16 * n * kLd, col, lane);
-#endif
-            DSV4_UNROLL
-            for (int mi = 0; mi < kM; ++mi) mma::mma(s[mi][n], qa[mi], kb, lane);
-          }
-        }
-        DSV4_UNROLL
-        for (int mi = 0; mi < kM; ++mi) {
-          float* dst = ss + (d * kHeads + 16 * (kM * g + mi)) * kLdS;
-          DSV4_UNROLL
-          for (int n = 0; n < kTile / 16; ++n) {
-#if DSV4_MMA_NV  // elements 2i, 2i + 1: adjacent columns of a row, adjacent in its permutation too
-            if constexpr (kVecKeys) {
-              DSV4_UNROLL
-              for (int i = 0; i < mma::kCElems; i += 2) {
-                const int row = mma::acc_row(lane, i);
-                *reinterpret_cast<float2*>(dst + row * kLdS +
-                                           score_col(row, 16 * n + mma::acc_col(lane, i))) =
-                    make_float2(s[mi][n].v[i], s[mi][n].v[i + 1]);
-              }
-            } else
-#endif
-            {
-              DSV4_UNROLL
-              for (int i = 0; i < mma::kCElems; ++i)
-                dst[mma::acc_row(lane, i) * kLdS +
-                    score_col(mma::acc_row(lane, i), 16 * n + mma::acc_col(lane, i))] =
-                    s[mi][n].v[i];
-            }
-          }
-        }
+    const int tid_e = fresh(tid);
+    float* const so = reinterpret_cast<float*>(smem);  // the output staging tile
+    if constexpr (kWg) {
+      // Warpgroup wgi owns output values [256 wgi, +256); warp wq of it heads [16 wq, +16), its
+      // lane rows 16 wq + gr and + 8 (wgmma's accumulator rows), key columns 8 j + 2 qd, + 1.
+      namespace wg = gpu::wgmma;
+      const int wgi = tid / wg::kThreads, wq = (tid / mma::kLanes) % 4;
+      const int gr = (tid % mma::kLanes) / 4, qd = tid % 4;
+      const uint32_t s0 = wg::smem_u32(smem);
+      const uint64_t dq = wg::desc_sw128(s0 + L.q(), 16, 1024);
+      auto keys_of = [&](int buf) {
+        return reinterpret_cast<bf16*>(smem + L.keys() + buf * kWgKeyBytes);
+      };
+      // Tile 0 decoded, tile 1's bytes in flight; then tile t + 1 is decoded during tile t's
+      // scores (into the buffer tile t - 2 held: its products were waited for before the
+      // barrier that ended tile t - 1) and tile t + 2's bytes loaded.
+      if (tiles > 0) {
+        load_indices<kByPart>(a, T, 0, b, tid, idx);
+        gather_next(-1);
+        store_tile<A, true, kByPart>(a, T, 0, tid, slot, raw, sk, svalid);
+        if (tiles > 1) gather_next(0);
       }
+      wg::fence_proxy_async();  // q and tile 0, for the products after the barrier
+#ifndef DSV4_PLANT_MISSING_SYNC
       sync_block();
-
-      // Online softmax (base 2) of head sh over the tile: scores summed over the Dp parts in order.
-      // With 8 keys a thread on NVIDIA (64 heads), thread sub takes the 8 consecutive keys its
-      // group of stored columns holds (score_col), in two 16-byte loads a part.
-      {
+#endif
+      const float scale2 = a.sm_scale * f32m::kLog2e;
+      float m2[2] = {-f32m::inf(), -f32m::inf()}, l2[2] = {0.0f, 0.0f};  // rows gr, gr + 8
+      float o[128];
+      DSV4_UNROLL
+      for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+      for (int t = 0, buf = 0; t < tiles; ++t) {
+        const int nb = buf == kWgBufs - 1 ? 0 : buf + 1;
+        const uint32_t kaddr = s0 + L.keys() + uint32_t(buf * kWgKeyBytes);
+        const uint64_t dk = wg::desc_sw128(kaddr, 16, 1024);
+        // Scores of the 64 heads over the tile's 32 keys and all 512 values.
+        float sc[16];
+        DSV4_UNROLL
+        for (int i = 0; i < 16; ++i) sc[i] = 0.0f;
+        wg::fence();
+        DSV4_UNROLL
+        for (int kc = 0; kc < kD / 16; ++kc)
+          wg::mma_m64n32k16_ss(sc, wg::desc_add(dq, (kc >> 2) * (kHeads * 128) + (kc & 3) * 32),
+                               wg::desc_add(dk, (kc >> 2) * (kTile * 128) + (kc & 3) * 32));
+        wg::commit();
+        if (t + 1 < tiles) {
+          store_tile<A, true, kByPart>(a, T, t + 1, tid, slot, raw, keys_of(nb),
+                                       svalid + nb * kTile);
+          if (t + 2 < tiles) gather_next(t + 1);
+        }
+        wg::wait<0>();  // the scores, and the previous tile's output product
+        wg::fence_operands(sc);
+        wg::fence_operands(o);
+        // Online softmax (base 2) of rows gr, gr + 8 over the thread's 8 keys of each, the row's
+        // maximum over the quad.
         const int* valid = svalid + buf * kTile;
-        // The thread's keys: kb + kKpt * e (kVecKeys: kb + e).
-        const int kb = kVecKeys ? kKpt * (sub ^ (sh & 3)) : sub;
-        float x[kKpt];
-        float tmax = -f32m::inf();
-        if constexpr (kVecKeys) {
-          const int h0 = 4 * (sh & 1);  // the half of the group loaded first
-          float v[2][4];                // the halves as loaded, summed over the parts
+        float x[2][8];
+        float tmax[2] = {-f32m::inf(), -f32m::inf()};
+        DSV4_UNROLL
+        for (int j = 0; j < 4; ++j) {
+          const I2 v = *reinterpret_cast<const I2*>(valid + 8 * j + 2 * qd);
           DSV4_UNROLL
-          for (int p = 0; p < Dp; ++p) {
-            const float* row = ss + (p * kHeads + sh) * kLdS + 8 * sub;
-            DSV4_UNROLL
-            for (int hf = 0; hf < 2; ++hf) {
-              const U4 w = *reinterpret_cast<const U4*>(row + (h0 ^ (4 * hf)));
-              const float f[4] = {__uint_as_float(w.x), __uint_as_float(w.y), __uint_as_float(w.z),
-                                  __uint_as_float(w.w)};
-              DSV4_UNROLL
-              for (int c = 0; c < 4; ++c) v[hf][c] = p == 0 ? f[c] : v[hf][c] + f[c];
-            }
-          }
-          const U4 f0 = *reinterpret_cast<const U4*>(valid + kb);
-          const U4 f1 = *reinterpret_cast<const U4*>(valid + kb + 4);
-          float dot[8];  // keys kb .. kb + 7: the first half loaded holds kb + h0 ..
-          DSV4_UNROLL
-          for (int c = 0; c < 4; ++c)
-            dot[c] = h0 ? v[1][c] : v[0][c], dot[4 + c] = h0 ? v[0][c] : v[1][c];
-          const uint32_t ok[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
-          DSV4_UNROLL
-          for (int e = 0; e < kKpt; ++e) {
-            x[e] = ok[e] ? dot[e] * scale2 : -f32m::inf();
-            tmax = fmaxf(tmax, x[e]);
-          }
-        } else {
-          DSV4_UNROLL
-          for (int e = 0; e < kKpt; ++e) {
-            const int j = kb + kTph * e;
-            const int sj = score_col(sh, j);  // the same for every part (kHeads: a multiple of 16)
-            float dot = ss[sh * kLdS + sj];
-            DSV4_UNROLL
-            for (int p = 1; p < Dp; ++p) dot = dot + ss[(p * kHeads + sh) * kLdS + sj];
-            x[e] = valid[j] ? dot * scale2 : -f32m::inf();
-            tmax = fmaxf(tmax, x[e]);
+          for (int r = 0; r < 2; ++r) {
+            x[r][2 * j] = v.x ? sc[4 * j + 2 * r] * scale2 : -f32m::inf();
+            x[r][2 * j + 1] = v.y ? sc[4 * j + 2 * r + 1] * scale2 : -f32m::inf();
+            tmax[r] = fmaxf(tmax[r], fmaxf(x[r][2 * j], x[r][2 * j + 1]));
           }
         }
+        uint32_t pk[2][4];
+        float alpha[2];
         DSV4_UNROLL
-        for (int off = 1; off < kTph; off <<= 1) tmax = fmaxf(tmax, __shfl_xor(tmax, off, kTph));
-        // The running maximum moves only when the tile's exceeds it by more than kStale (log2), so
-        // most tiles keep alpha = 1 (and l, O exactly as they are); p stays below 2^kStale.
-        const float m_new = tmax > m + kStale ? tmax : m;
-        // Exponents against m_new, or against 0 while the head has no key (then every x is -inf,
-        // p = 0, and alpha = 0 scales an O and an l that are still 0).
-        const float base = m_new == -f32m::inf() ? 0.0f : m_new;
-        const float alpha = exp2f(m - base);
-        float psum = 0.0f;
-        if constexpr (kVecKeys) {
-          uint32_t pw[kKpt / 2];
+        for (int r = 0; r < 2; ++r) {
+          tmax[r] = fmaxf(tmax[r], __shfl_xor(tmax[r], 1, 4));
+          tmax[r] = fmaxf(tmax[r], __shfl_xor(tmax[r], 2, 4));
+          const float m_new = tmax[r] > m2[r] + kStale ? tmax[r] : m2[r];
+          const float base = m_new == -f32m::inf() ? 0.0f : m_new;
+          alpha[r] = exp2f(m2[r] - base);
+          float psum = 0.0f;
           DSV4_UNROLL
-          for (int e = 0; e < kKpt; e += 2) {
-            const float p0 = exp2_ftz(x[e] - base), p1 = exp2_ftz(x[e + 1] - base);
+          for (int j = 0; j < 4; ++j) {
+            const float p0 = exp2_ftz(x[r][2 * j] - base), p1 = exp2_ftz(x[r][2 * j + 1] - base);
             psum = psum + p0;
             psum = psum + p1;
-            pw[e / 2] = bf16x2_rn(p0, p1);  // a NaN p's bits do not matter: O is NaN then
+            pk[r][j] = bf16x2_rn(p0, p1);
           }
-          *reinterpret_cast<U4*>(sp + sh * kLdP + kb) = U4{pw[0], pw[1], pw[2], pw[3]};
-        } else {
-          DSV4_UNROLL
-          for (int e = 0; e < kKpt; ++e) {
-            const float p = exp2f(x[e] - base);
-            psum = psum + p;
-            sp[sh * kLdP + kb + kTph * e] = f32_to_bf16(p);
-          }
+          l2[r] = l2[r] * alpha[r] + psum;
+          m2[r] = m_new;
         }
-        l = l * alpha + psum;
-        m = m_new;
-        if (sub == 0) salpha[sh] = alpha;
-        if (kLazyRescale && sub == 0 && alpha != 1.0f) atomicExch(smoved, t);
-      }
-      // The next tile into the other buffer (its last reader, the previous P V, is done).
-      if (!kEarlyLoads && t + 1 < tiles) gather_next(t);
-      if (t + 1 < tiles)
-        store_tile<A>(a, T, t + 1, tid, slot, raw, sk + (buf ^ 1) * kTile * kLd,
-                      svalid + (buf ^ 1) * kTile);
-      sync_block();
-
-      // O = O * alpha + P V over this warp's values; in the one-layout 64-head instances the
-      // rescale is skipped when no head of the block moved its maximum in this tile (most tiles,
-      // by kStale). The others would spill with the branch (G = 1 holds 128 registers).
-      if (!kLazyRescale || *smoved == t) {
         DSV4_UNROLL
-        for (int mi = 0; mi < kM; ++mi) {
-          DSV4_UNROLL
-          for (int i = 0; i < mma::kCElems; ++i) {
-            const float alpha = salpha[16 * (kM * g + mi) + mma::acc_row(lane, i)];
+        for (int r = 0; r < 2; ++r) {
+          if (alpha[r] != 1.0f) {
             DSV4_UNROLL
-            for (int n = 0; n < kNt; ++n) o[mi][n].v[i] *= alpha;
+            for (int j = 0; j < 32; ++j)
+              o[4 * j + 2 * r] *= alpha[r], o[4 * j + 2 * r + 1] *= alpha[r];
+          }
+        }
+        wg::converge();
+        // O += P V over the warpgroup's 256 values: V the same rows, MN-major (column blocks of
+        // 64 values 4 KB apart, groups of 8 keys 1 KB apart).
+        const uint64_t dv =
+            wg::desc_sw128(kaddr + uint32_t(wgi * 4 * kTile * 128), kTile * 128, 1024);
+        wg::fence();
+        DSV4_UNROLL
+        for (int kk = 0; kk < kTile / 16; ++kk) {
+          const uint32_t pa[4] = {pk[0][2 * kk], pk[1][2 * kk], pk[0][2 * kk + 1],
+                                  pk[1][2 * kk + 1]};
+          wg::mma_m64n256k16_rs_t(o, pa, wg::desc_add(dv, kk * 16 * 128));
+        }
+        wg::commit();
+        wg::fence_proxy_async();  // tile t + 1's keys, for its products after the barrier
+        sync_block();
+        buf = nb;
+      }
+      wg::wait<0>();
+      wg::fence_operands(o);
+      DSV4_UNROLL
+      for (int r = 0; r < 2; ++r) {
+        l2[r] = l2[r] + __shfl_xor(l2[r], 1, 4);
+        l2[r] = l2[r] + __shfl_xor(l2[r], 2, 4);
+        if (wgi == 0 && qd == 0) sm[16 * wq + gr + 8 * r] = m2[r], sl[16 * wq + gr + 8 * r] = l2[r];
+      }
+      sync_block();  // every warp is past its last read of the keys and q
+      DSV4_UNROLL
+      for (int j = 0; j < 32; ++j) {
+        DSV4_UNROLL
+        for (int r = 0; r < 2; ++r)
+          *reinterpret_cast<F2*>(so + (16 * wq + gr + 8 * r) * kLdO + 256 * wgi + 8 * j + 2 * qd) =
+              F2{o[4 * j + 2 * r], o[4 * j + 2 * r + 1]};
+      }
+      sync_block();
+    } else {
+      if (tiles > 0) {
+        load_indices(a, T, 0, b, tid, idx);
+        gather_next(-1);
+        store_tile<A>(a, T, 0, tid, slot, raw, sk, svalid);
+      }
+#ifndef DSV4_PLANT_MISSING_SYNC  // the sanitizer's proof: only racecheck sees this barrier missing
+      sync_block();
+#endif
+
+      // Softmax state of head roles(tid).sh: its running maximum, and the sum of this thread's
+      // keys' p (the head's kTph threads' sums are added once, after the last tile).
+      const float scale2 = a.sm_scale * f32m::kLog2e;
+      float m = -f32m::inf(), l = 0.0f;
+
+      mma::Acc o[kM][kNt];
+      DSV4_UNROLL
+      for (int mi = 0; mi < kM; ++mi) {
+        DSV4_UNROLL
+        for (int n = 0; n < kNt; ++n) mma::zero(o[mi][n]);
+      }
+
+      for (int t = 0; t < tiles; ++t) {
+        const int buf = int(t & 1);
+        const Roles r = roles(fresh(tid));
+        const int lane = r.lane, g = r.g, d = r.d, sh = r.sh, sub = r.sub;
+        const bf16* keys = sk + buf * kTile * kLd;
+        if (kEarlyLoads && t + 1 < tiles) gather_next(t);
+
+        // Partial scores of the warp's heads over its values.
+        {
+#if DSV4_MMA_NV
+          const KeyRows kq = key_rows(keys, d, lane, false);
+#endif
+          mma::Acc s[kM][kTile / 16];
+          DSV4_UNROLL
+          for (int mi = 0; mi < kM; ++mi) {
+            DSV4_UNROLL
+            for (int n = 0; n < kTile / 16; ++n) mma::zero(s[mi][n]);
+          }
+          DSV4_UNROLL
+          for (int kk = 0; kk < Dw / 16; ++kk) {
+            const int col = Dw * d + 16 * kk;
+            mma::FragA qa[kM];
+            DSV4_UNROLL
+            for (int mi = 0; mi < kM; ++mi)
+              qa[mi] = mma::load_a(sq + 16 * (kM * g + mi) * kLd + col, kLd, lane);
+            DSV4_UNROLL
+            for (int n = 0; n < kTile / 16; ++n) {
+#if DSV4_MMA_NV
+              const mma::FragB kb =
+                  kKeyRows ? mma::load_b_t_shared(kq.at[kk & 1][(kk >> 2) & 1] +
+                                                  2u * uint32_t(16 * n * kLd + 32 * (kk >> 1)))
+                           : key_b_t(keys + 16 * n * kLd, col, lane);
+#else
+              const mma::FragB kb = key_b_t(keys + 16 * n * kLd, col, lane);
+#endif
+              DSV4_UNROLL
+              for (int mi = 0; mi < kM; ++mi) mma::mma(s[mi][n], qa[mi], kb, lane);
+            }
+          }
+          DSV4_UNROLL
+          for (int mi = 0; mi < kM; ++mi) {
+            float* dst = ss + (d * kHeads + 16 * (kM * g + mi)) * kLdS;
+            DSV4_UNROLL
+            for (int n = 0; n < kTile / 16; ++n) {
+#if DSV4_MMA_NV  // elements 2i, 2i + 1: adjacent columns of a row, adjacent in its permutation too
+              if constexpr (kVecKeys) {
+                DSV4_UNROLL
+                for (int i = 0; i < mma::kCElems; i += 2) {
+                  const int row = mma::acc_row(lane, i);
+                  *reinterpret_cast<float2*>(dst + row * kLdS +
+                                             score_col(row, 16 * n + mma::acc_col(lane, i))) =
+                      make_float2(s[mi][n].v[i], s[mi][n].v[i + 1]);
+                }
+              } else
+#endif
+              {
+                DSV4_UNROLL
+                for (int i = 0; i < mma::kCElems; ++i)
+                  dst[mma::acc_row(lane, i) * kLdS +
+                      score_col(mma::acc_row(lane, i), 16 * n + mma::acc_col(lane, i))] =
+                      s[mi][n].v[i];
+              }
+            }
+          }
+        }
+        sync_block();
+
+        // Online softmax (base 2) of head sh over the tile: scores summed over the Dp parts in
+        // order. With 8 keys a thread on NVIDIA (64 heads), thread sub takes the 8 consecutive keys
+        // its group of stored columns holds (score_col), in two 16-byte loads a part.
+        {
+          const int* valid = svalid + buf * kTile;
+          // The thread's keys: kb + kKpt * e (kVecKeys: kb + e).
+          const int kb = kVecKeys ? kKpt * (sub ^ (sh & 3)) : sub;
+          float x[kKpt];
+          float tmax = -f32m::inf();
+          if constexpr (kVecKeys) {
+            const int h0 = 4 * (sh & 1);  // the half of the group loaded first
+            float v[2][4];                // the halves as loaded, summed over the parts
+            DSV4_UNROLL
+            for (int p = 0; p < Dp; ++p) {
+              const float* row = ss + (p * kHeads + sh) * kLdS + 8 * sub;
+              DSV4_UNROLL
+              for (int hf = 0; hf < 2; ++hf) {
+                const U4 w = *reinterpret_cast<const U4*>(row + (h0 ^ (4 * hf)));
+                const float f[4] = {__uint_as_float(w.x), __uint_as_float(w.y),
+                                    __uint_as_float(w.z), __uint_as_float(w.w)};
+                DSV4_UNROLL
+                for (int c = 0; c < 4; ++c) v[hf][c] = p == 0 ? f[c] : v[hf][c] + f[c];
+              }
+            }
+            const U4 f0 = *reinterpret_cast<const U4*>(valid + kb);
+            const U4 f1 = *reinterpret_cast<const U4*>(valid + kb + 4);
+            float dot[8];  // keys kb .. kb + 7: the first half loaded holds kb + h0 ..
+            DSV4_UNROLL
+            for (int c = 0; c < 4; ++c)
+              dot[c] = h0 ? v[1][c] : v[0][c], dot[4 + c] = h0 ? v[0][c] : v[1][c];
+            const uint32_t ok[8] = {f0.x, f0.y, f0.z, f0.w, f1.x, f1.y, f1.z, f1.w};
+            DSV4_UNROLL
+            for (int e = 0; e < kKpt; ++e) {
+              x[e] = ok[e] ? dot[e] * scale2 : -f32m::inf();
+              tmax = fmaxf(tmax, x[e]);
+            }
+          } else {
+            DSV4_UNROLL
+            for (int e = 0; e < kKpt; ++e) {
+              const int j = kb + kTph * e;
+              const int sj =
+                  score_col(sh, j);  // the same for every part (kHeads: a multiple of 16)
+              float dot = ss[sh * kLdS + sj];
+              DSV4_UNROLL
+              for (int p = 1; p < Dp; ++p) dot = dot + ss[(p * kHeads + sh) * kLdS + sj];
+              x[e] = valid[j] ? dot * scale2 : -f32m::inf();
+              tmax = fmaxf(tmax, x[e]);
+            }
+          }
+          DSV4_UNROLL
+          for (int off = 1; off < kTph; off <<= 1) tmax = fmaxf(tmax, __shfl_xor(tmax, off, kTph));
+          // The running maximum moves only when the tile's exceeds it by more than kStale (log2),
+          // so most tiles keep alpha = 1 (and l, O exactly as they are); p stays below 2^kStale.
+          const float m_new = tmax > m + kStale ? tmax : m;
+          // Exponents against m_new, or against 0 while the head has no key (then every x is -inf,
+          // p = 0, and alpha = 0 scales an O and an l that are still 0).
+          const float base = m_new == -f32m::inf() ? 0.0f : m_new;
+          const float alpha = exp2f(m - base);
+          float psum = 0.0f;
+          if constexpr (kVecKeys) {
+            uint32_t pw[kKpt / 2];
+            DSV4_UNROLL
+            for (int e = 0; e < kKpt; e += 2) {
+              const float p0 = exp2_ftz(x[e] - base), p1 = exp2_ftz(x[e + 1] - base);
+              psum = psum + p0;
+              psum = psum + p1;
+              pw[e / 2] = bf16x2_rn(p0, p1);  // a NaN p's bits do not matter: O is NaN then
+            }
+            *reinterpret_cast<U4*>(sp + sh * kLdP + kb) = U4{pw[0], pw[1], pw[2], pw[3]};
+          } else {
+            DSV4_UNROLL
+            for (int e = 0; e < kKpt; ++e) {
+              const float p = exp2f(x[e] - base);
+              psum = psum + p;
+              sp[sh * kLdP + kb + kTph * e] = f32_to_bf16(p);
+            }
+          }
+          l = l * alpha + psum;
+          m = m_new;
+          if (sub == 0) salpha[sh] = alpha;
+          if (kLazyRescale && sub == 0 && alpha != 1.0f) atomicExch(smoved, t);
+        }
+        // The next tile into the other buffer (its last reader, the previous P V, is done).
+        if (!kEarlyLoads && t + 1 < tiles) gather_next(t);
+        if (t + 1 < tiles)
+          store_tile<A>(a, T, t + 1, tid, slot, raw, sk + (buf ^ 1) * kTile * kLd,
+                        svalid + (buf ^ 1) * kTile);
+        sync_block();
+
+        // O = O * alpha + P V over this warp's values; in the one-layout 64-head instances the
+        // rescale is skipped when no head of the block moved its maximum in this tile (most tiles,
+        // by kStale). The others would spill with the branch (G = 1 holds 128 registers).
+        if (!kLazyRescale || *smoved == t) {
+          DSV4_UNROLL
+          for (int mi = 0; mi < kM; ++mi) {
+            DSV4_UNROLL
+            for (int i = 0; i < mma::kCElems; ++i) {
+              const float alpha = salpha[16 * (kM * g + mi) + mma::acc_row(lane, i)];
+              DSV4_UNROLL
+              for (int n = 0; n < kNt; ++n) o[mi][n].v[i] *= alpha;
+            }
+          }
+        }
+#if DSV4_MMA_NV
+        const KeyRows kv = key_rows(keys, d, lane, true);
+#endif
+        DSV4_UNROLL
+        for (int kk = 0; kk < kTile / 16; ++kk) {
+          mma::FragA pa[kM];
+          DSV4_UNROLL
+          for (int mi = 0; mi < kM; ++mi)
+            pa[mi] = mma::load_a(sp + 16 * (kM * g + mi) * kLdP + 16 * kk, kLdP, lane);
+          DSV4_UNROLL
+          for (int n = 0; n < kNt; ++n) {
+#if DSV4_MMA_NV
+            const mma::FragB vb =
+                kKeyRows ? mma::load_b_shared(kv.at[n & 1][(n >> 2) & 1] +
+                                              2u * uint32_t(16 * kk * kLd + 32 * (n >> 1)))
+                         : key_b(keys + 16 * kk * kLd, Dw * d + 16 * n, lane);
+#else
+            const mma::FragB vb = key_b(keys + 16 * kk * kLd, Dw * d + 16 * n, lane);
+#endif
+            DSV4_UNROLL
+            for (int mi = 0; mi < kM; ++mi) mma::mma(o[mi][n], pa[mi], vb, lane);
           }
         }
       }
-#if DSV4_MMA_NV
-      const KeyRows kv = key_rows(keys, d, lane, true);
-#endif
+
+      // Stage O (and each head's m, l) in shared memory, then write rows of whole vectors.
+      const Roles re = roles(tid_e);
       DSV4_UNROLL
-      for (int kk = 0; kk < kTile / 16; ++kk) {
-        mma::FragA pa[kM];
-        DSV4_UNROLL
-        for (int mi = 0; mi < kM; ++mi)
-          pa[mi] = mma::load_a(sp + 16 * (kM * g + mi) * kLdP + 16 * kk, kLdP, lane);
+      for (int off = 1; off < kTph; off <<= 1) l = l + __shfl_xor(l, off, kTph);
+      if (re.sub == 0) sm[re.sh] = m, sl[re.sh] = l;
+      sync_block();  // every warp is past its last read of the keys and q
+      DSV4_UNROLL
+      for (int mi = 0; mi < kM; ++mi) {
         DSV4_UNROLL
         for (int n = 0; n < kNt; ++n) {
-#if DSV4_MMA_NV
-          const mma::FragB vb =
-              kKeyRows ? mma::load_b_shared(kv.at[n & 1][(n >> 2) & 1] +
-                                            2u * uint32_t(16 * kk * kLd + 32 * (n >> 1)))
-                       : key_b(keys + 16 * kk * kLd, Dw * d + 16 * n, lane);
-#else
-          const mma::FragB vb = key_b(keys + 16 * kk * kLd, Dw * d + 16 * n, lane);
-#endif
           DSV4_UNROLL
-          for (int mi = 0; mi < kM; ++mi) mma::mma(o[mi][n], pa[mi], vb, lane);
+          for (int i = 0; i < mma::kCElems; ++i)
+            so[(16 * (kM * re.g + mi) + mma::acc_row(re.lane, i)) * kLdO + Dw * re.d + 16 * n +
+               mma::acc_col(re.lane, i)] = o[mi][n].v[i];
         }
       }
+      sync_block();
     }
-
-    // Stage O (and each head's m, l) in shared memory, then write rows of whole vectors.
-    const int tid_e = fresh(tid);
-    const Roles re = roles(tid_e);
-    DSV4_UNROLL
-    for (int off = 1; off < kTph; off <<= 1) l = l + __shfl_xor(l, off, kTph);
-    if (re.sub == 0) sm[re.sh] = m, sl[re.sh] = l;
-    sync_block();  // every warp is past its last read of the keys and q
-    float* so = reinterpret_cast<float*>(smem);
-    DSV4_UNROLL
-    for (int mi = 0; mi < kM; ++mi) {
-      DSV4_UNROLL
-      for (int n = 0; n < kNt; ++n) {
-        DSV4_UNROLL
-        for (int i = 0; i < mma::kCElems; ++i)
-          so[(16 * (kM * re.g + mi) + mma::acc_row(re.lane, i)) * kLdO + Dw * re.d + 16 * n +
-             mma::acc_col(re.lane, i)] = o[mi][n].v[i];
-      }
-    }
-    sync_block();
 
     // Thread tid writes 8 consecutive values per step: rows of kD / 8 threads.
     for (int i = tid_e; i < kHeads * (kD / 8); i += kThreads) {
@@ -749,7 +929,7 @@ void check_cache(const char* name, const Cache& c) {
 // context).
 template <int G, Lay A>
 void run(const KArgs& k, hipStream_t st) {
-  constexpr int bytes = Smem{G}.bytes();
+  constexpr int bytes = Smem{G, wg_instance(G, A)}.bytes();
 #if DSV4_GPU_CUDA
   static std::atomic<uint64_t> allowed{0};  // bit d: done on device d (d < 64)
   int dev = 0;

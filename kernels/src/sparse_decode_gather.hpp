@@ -183,8 +183,25 @@ struct Tiles {
   __device__ __forceinline__ int64_t end(int64_t t) const { return t < n0 ? hi0 : hi1; }
 };
 
+// Which piece (key row j of the tile, 32-value part) item `item` of a tile is. Row-major: 16
+// consecutive threads read one key's 16 parts. kByPart (the Hopper instances): the 8 lanes of a
+// quarter-warp take one part of 8 consecutive keys, so their 16-byte stores into the 128-byte
+// swizzle (key_sw128) hit 8 distinct bank groups; a warp reads 128 contiguous bytes of each of 8
+// keys.
+struct Piece {
+  int j, part;
+};
+template <bool kByPart>
+__device__ __forceinline__ Piece piece_of(int item) {
+  if constexpr (kByPart)
+    return Piece{(item & 7) + 8 * (item >> 7), (item >> 3) & 15};
+  else
+    return Piece{item / 16, item % 16};
+}
+
 // Gather step 0: the index of each of this thread's pieces of tile t (the cache's entry; -1 for a
 // column past the range).
+template <bool kByPart = false>
 __device__ __forceinline__ void load_indices(const Args& a, const Tiles& T, int64_t t, int64_t b,
                                              int tid, int32_t* idx) {
   const int s = T.seg(t);
@@ -193,14 +210,14 @@ __device__ __forceinline__ void load_indices(const Args& a, const Tiles& T, int6
   const int64_t t0 = T.first(t), end = T.end(t);
   DSV4_UNROLL
   for (int i = 0; i < kItems; ++i) {
-    const int64_t col = t0 + (tid + kThreads * i) / 16;
+    const int64_t col = t0 + piece_of<kByPart>(tid + kThreads * i).j;
     idx[i] = col < end ? c.indices[b * c.K + (col - start)] : -1;
   }
 }
 
 // Gather step 1: the slot of each piece of tile t from its index (-1: no key; an error column
 // adds one to `errors`, in the thread holding its first piece) and its bytes.
-template <Lay A>
+template <Lay A, bool kByPart = false>
 __device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t t, int tid,
                                           const int32_t* idx, int32_t* slot, Raw* raw,
                                           unsigned& errors) {
@@ -208,7 +225,7 @@ __device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t
   const int64_t capacity = c.num_pages * c.page_size;
   DSV4_UNROLL
   for (int i = 0; i < kItems; ++i) {
-    const int part = (tid + kThreads * i) % 16;
+    const int part = piece_of<kByPart>(tid + kThreads * i).part;
     slot[i] = idx[i] >= 0 && idx[i] < capacity ? idx[i] : -1;
     if (slot[i] < 0 && idx[i] != -1 && part == 0) ++errors;
     if (slot[i] >= 0) load_raw<A>(c, slot[i], part, raw[i]);
@@ -227,16 +244,25 @@ __device__ __forceinline__ int key_col(int c) {
 #endif
 }
 
+// Byte offset of a key row's values [c, c + 8) in a key buffer of the 128-byte swizzle (the
+// Hopper instances' operand layout, dsv4/gpu/wgmma.hpp): 64-value column blocks of kTile rows
+// of 128 bytes, their 16-byte units XOR-permuted by the row's bits 0-2.
+__device__ __forceinline__ uint32_t key_sw128(int j, int c) {
+  return uint32_t(c >> 6) * (kTile * 128u) + uint32_t(j) * 128u +
+         (uint32_t(((c >> 3) & 7) ^ (j & 7)) << 4);
+}
+
 // Gather step 2: the pieces decoded into a key buffer (zeros where there is no key, chunks at
-// key_col) and the tile's valid flags.
-template <Lay A>
+// key_col, or with kSw128 at key_sw128) and the tile's valid flags.
+template <Lay A, bool kSw128 = false, bool kByPart = false>
 __device__ __forceinline__ void store_tile(const Args& a, const Tiles& T, int64_t t, int tid,
                                            const int32_t* slot, const Raw* raw, bf16* keys,
                                            int* valid) {
   const Cache& c = T.seg(t) == 0 ? a.main : a.extra;
   DSV4_UNROLL
   for (int i = 0; i < kItems; ++i) {
-    const int item = tid + kThreads * i, j = item / 16, part = item % 16;
+    const Piece pc = piece_of<kByPart>(tid + kThreads * i);
+    const int j = pc.j, part = pc.part;
     uint32_t w[16];
     if (slot[i] >= 0) {
       decode_raw<A>(c, slot[i], part, raw[i], w);
@@ -244,11 +270,19 @@ __device__ __forceinline__ void store_tile(const Args& a, const Tiles& T, int64_
       DSV4_UNROLL
       for (int e = 0; e < 16; ++e) w[e] = 0u;
     }
-    bf16* row = keys + j * kLd;
-    DSV4_UNROLL
-    for (int e = 0; e < 4; ++e)
-      *reinterpret_cast<U4*>(row + key_col(32 * part + 8 * e)) =
-          U4{w[4 * e], w[4 * e + 1], w[4 * e + 2], w[4 * e + 3]};
+    if constexpr (kSw128) {
+      uint8_t* base = reinterpret_cast<uint8_t*>(keys);
+      DSV4_UNROLL
+      for (int e = 0; e < 4; ++e)
+        *reinterpret_cast<U4*>(base + key_sw128(j, 32 * part + 8 * e)) =
+            U4{w[4 * e], w[4 * e + 1], w[4 * e + 2], w[4 * e + 3]};
+    } else {
+      bf16* row = keys + j * kLd;
+      DSV4_UNROLL
+      for (int e = 0; e < 4; ++e)
+        *reinterpret_cast<U4*>(row + key_col(32 * part + 8 * e)) =
+            U4{w[4 * e], w[4 * e + 1], w[4 * e + 2], w[4 * e + 3]};
+    }
     if (part == 0) valid[j] = slot[i] >= 0;
   }
 }
