@@ -92,8 +92,12 @@ __device__ __forceinline__ void fence_proxy_async() {
 // Keeps the compiler from moving accesses of accumulator registers across a wait.
 template <int N>
 __device__ __forceinline__ void fence_operands(float (&d)[N]) {
+#if DSV4_WGMMA
   DSV4_UNROLL
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+#else
+  (void)d;
+#endif
 }
 
 // D[64 x 32] += A[64 x 16] B[16 x 32], A and B K-major in shared memory (a score product: A the
