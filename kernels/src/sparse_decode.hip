@@ -124,7 +124,8 @@ constexpr bool kWgTarget = false;
 DSV4_HD constexpr bool wg_instance(int G, Lay A) {
   return kWgTarget && G == 4 && A != Lay::kAny && kTile == 32 && kThreads == 256;
 }
-// part_plan's scratch: every query's units in the key buffers, the threads' sums in the scores.
+// part_plan's scratch: every query's units in the key buffers, the threads' sums in the scores (in
+// q for the Hopper instances, which have no score rows).
 static_assert(kMaxPlanQueries * 4 <= Smem{1}.q() && kThreads * 4 <= Smem{1}.p() - Smem{1}.scores());
 static_assert(kMaxPlanQueries * 4 <= Smem{4, true}.q() &&
               Smem{4, true}.q() + kThreads * 4 <= Smem{4, true}.valid());
@@ -496,7 +497,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       const int gr = (tid % mma::kLanes) / 4, qd = tid % 4;
       const uint32_t s0 = wg::smem_u32(smem);
       const uint64_t dq = wg::desc_sw128(s0 + L.q(), 16, 1024);
-      auto keys_of = [&](int buf) {
+      auto keys_of = [&](int buf) {  // key buffer buf (of kWgBufs)
         return reinterpret_cast<bf16*>(smem + L.keys() + buf * kWgKeyBytes);
       };
       // Tile 0 decoded, tile 1's bytes in flight; then tile t + 1 is decoded during tile t's
