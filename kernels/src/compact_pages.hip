@@ -326,10 +326,8 @@ __global__ void __launch_bounds__(kThreads) dequantize_kernel(DequantizeArgs a) 
       else
         kv_device::v4_decode4_bf16(codes[k], sc, P.fp8, w + 2 * k);
     }
-  } else if constexpr (!kF32) {  // fp4 -> bf16 through the scale's table
-    const nvfp4::PairTable tb = nvfp4::pair_table(sc);
-    DSV4_FMT_UNROLL
-    for (int k = 0; k < kV / 8; ++k) nvfp4::decode8_bf16(codes[k], tb, w + 4 * k);
+  } else if constexpr (!kF32) {
+    kv_device::fp4_decode_words_bf16<kV / 8>(codes, sc, w);
   } else {
     const nvfp4::Decoder d = nvfp4::decoder(sc);
     DSV4_FMT_UNROLL

@@ -18,6 +18,13 @@
 #include "dsv4/gpu/gpu.hpp"
 #include "dsv4/ref/formats/kv_tiles.hpp"
 
+// 1 where device code multiplies bf16 pairs in one instruction (kv::bf16x2_mul's fma.rn.bf16x2).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define DSV4_KV_BF16X2_MUL 1
+#else
+#define DSV4_KV_BF16X2_MUL 0
+#endif
+
 namespace dsv4::kernels::kv_device {
 
 // q[i] = the codes code(h) of the four bf16 values h of words w[2i], w[2i+1] (value k in byte k).
@@ -197,13 +204,36 @@ __device__ __forceinline__ void e4m3_scaled_bf16(const uint32_t* codes, uint8_t 
 }
 #endif
 
-// v41 readers: kv::v41_decode_words_bf16's pairs and mxfp8::decode4_bits' fp32 bits.
+// v41 readers: kv::v41_decode_words_bf16's pairs and mxfp8::decode4_bits' fp32 bits. The pairs
+// take the bf16 multiply path (kv::v41_scaled_words_bf16) where the device multiplies bf16 pairs
+// (NVIDIA sm_80 and later): four integer or bf16 instructions a pair, where the conversions take
+// two fp8 and two bf16 conversions, four fp32 multiplies and four f16 -> f32 moves per four codes,
+// most of them on the conversion pipe (a quarter of the ALU rate).
 template <int n>
 DSV4_HD void v41_decode_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* out) {
+#if DSV4_KV_BF16X2_MUL
+  return kv::v41_scaled_words_bf16<n>(codes, sc, out);
+#else
 #if DSV4_GPU_FP8_CVT
   if (sc != kUe8m0NaN) return e4m3_scaled_bf16<false, n>(codes, sc, out);
 #endif
   kv::v41_decode_words_bf16<n>(codes, sc, out);
+#endif
+}
+
+// v41_fp4 reader: n words of nibbles (8 values each) under one e4m3fn scale byte as bf16 pairs
+// (out[4i + j]: values 8i + 2j, 8i + 2j + 1), nvfp4::decode_bf16's. With a bf16 multiply each
+// pair is a fixed-table lookup times the scale (kv::fp4_scaled_words_bf16); elsewhere through the
+// scale's own table (nvfp4::pair_table: eight decodes per scale byte, then byte_perm lookups).
+template <int n>
+DSV4_HD void fp4_decode_words_bf16(const uint32_t* nibbles, uint8_t sc, uint32_t* out) {
+#if DSV4_KV_BF16X2_MUL
+  kv::fp4_scaled_words_bf16<n>(nibbles, sc, out);
+#else
+  const nvfp4::PairTable t = nvfp4::pair_table(sc);
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < n; ++i) nvfp4::decode8_bf16(nibbles[i], t, out + 4 * i);
+#endif
 }
 
 DSV4_HD void v41_decode4_bits(uint32_t codes, uint8_t sc, uint32_t* out) {

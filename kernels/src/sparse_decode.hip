@@ -384,7 +384,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   constexpr bool kVecKeys = kKpt == 8 && kTile == 32 && kLdS == 32 && A != Lay::kAny;
   static_assert(kTph <= 32 && kTile % kTph == 0 && kHeads * kTph == kThreads);
   constexpr bool kWg = wg_instance(G, A);
-  // The Hopper instances read and store their pieces by part (piece_of): conflict-free stores.
+  // The Hopper instances take one key's column block a thread (piece_of): one slot, no conflict.
   constexpr bool kByPart = kWg;
   constexpr Smem L{G, kWg};
   constexpr bool kLazyRescale = G >= 4 && A != Lay::kAny;
@@ -518,6 +518,10 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
       float o[128];
       DSV4_UNROLL
       for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+      // P as bf16 pairs, the A operand of the output product: kept across the loop's back edge
+      // (fenced after the next wait), so the product of tile t still reads them while tile t + 1
+      // issues its scores and decodes the next keys.
+      uint32_t pk[2][4] = {};
       for (int t = 0, buf = 0; t < tiles; ++t) {
         const int nb = buf == kWgBufs - 1 ? 0 : buf + 1;
         const uint32_t kaddr = s0 + L.keys() + uint32_t(buf * kWgKeyBytes);
@@ -526,6 +530,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
         float sc[16];
         DSV4_UNROLL
         for (int i = 0; i < 16; ++i) sc[i] = 0.0f;
+        // Every write of an operand register before the fence (else ptxas waits for the products
+        // in flight, the previous tile's output product among them, before issuing these).
+        wg::fence_operands(sc);
         wg::fence();
         DSV4_UNROLL
         for (int kc = 0; kc < kD / 16; ++kc)
@@ -540,6 +547,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
         wg::wait<0>();  // the scores, and the previous tile's output product
         wg::fence_operands(sc);
         wg::fence_operands(o);
+        wg::fence_operands(pk[0]);
+        wg::fence_operands(pk[1]);
         // Online softmax (base 2) of rows gr, gr + 8 over the thread's 8 keys of each, the row's
         // maximum over the quad.
         const int* valid = svalid + buf * kTile;
@@ -555,7 +564,6 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
             tmax[r] = fmaxf(tmax[r], fmaxf(x[r][2 * j], x[r][2 * j + 1]));
           }
         }
-        uint32_t pk[2][4];
         float alpha[2];
         DSV4_UNROLL
         for (int r = 0; r < 2; ++r) {
@@ -588,6 +596,9 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
         // 64 values 4 KB apart, groups of 8 keys 1 KB apart).
         const uint64_t dv =
             wg::desc_sw128(kaddr + uint32_t(wgi * 4 * kTile * 128), kTile * 128, 1024);
+        wg::fence_operands(o);  // the rescale and P before the fence, as for the scores
+        wg::fence_operands(pk[0]);
+        wg::fence_operands(pk[1]);
         wg::fence();
         DSV4_UNROLL
         for (int kk = 0; kk < kTile / 16; ++kk) {

@@ -121,9 +121,8 @@ __device__ __forceinline__ void decode_raw(const Cache& c, int64_t slot, int par
   if (L.fp4) {
     DSV4_UNROLL
     for (int h = 0; h < 2; ++h) {
-      const nvfp4::PairTable t = nvfp4::pair_table(uint8_t(r.sc >> (8 * h)));
-      nvfp4::decode8_bf16(word(r.v, 2 * h), t, w + 8 * h);
-      nvfp4::decode8_bf16(word(r.v, 2 * h + 1), t, w + 8 * h + 4);
+      const uint32_t nibbles[2] = {word(r.v, 2 * h), word(r.v, 2 * h + 1)};
+      kv_device::fp4_decode_words_bf16<2>(nibbles, uint8_t(r.sc >> (8 * h)), w + 8 * h);
     }
     return;
   }
@@ -183,20 +182,26 @@ struct Tiles {
   __device__ __forceinline__ int64_t end(int64_t t) const { return t < n0 ? hi0 : hi1; }
 };
 
-// Which piece (key row j of the tile, 32-value part) item `item` of a tile is. Row-major: 16
-// consecutive threads read one key's 16 parts. kByPart (the Hopper instances): the 8 lanes of a
-// quarter-warp take one part of 8 consecutive keys, so their 16-byte stores into the 128-byte
-// swizzle (key_sw128) hit 8 distinct bank groups; a warp reads 128 contiguous bytes of each of 8
-// keys.
+// Which piece (key row j of the tile, 32-value part) piece i of thread tid is (i < kItems).
+// Row-major: item tid + kThreads i, 16 consecutive threads reading one key's 16 parts. kByPart
+// (the Hopper instances): a thread's two pieces are one key's 64-value column block, parts 2 cb
+// and 2 cb + 1, and the 8 lanes of a quarter-warp take one column block of 8 consecutive keys, so
+// a thread finds one slot and one page per tile (not two), and the lanes' 16-byte stores into
+// the 128-byte swizzle (key_sw128) hit 8 distinct bank groups; a warp reads 256 contiguous bytes
+// of each of 8 keys.
 struct Piece {
   int j, part;
 };
 template <bool kByPart>
-__device__ __forceinline__ Piece piece_of(int item) {
-  if constexpr (kByPart)
-    return Piece{(item & 7) + 8 * (item >> 7), (item >> 3) & 15};
-  else
+__device__ __forceinline__ Piece piece_of(int tid, int i) {
+  static_assert(!kByPart || (kItems == 2 && kThreads == 256),
+                "a thread's pieces: one column block");
+  if constexpr (kByPart) {
+    return Piece{(tid & 7) + 8 * ((tid >> 6) & 3), 2 * ((tid >> 3) & 7) + i};
+  } else {
+    const int item = tid + kThreads * i;
     return Piece{item / 16, item % 16};
+  }
 }
 
 // Gather step 0: the index of each of this thread's pieces of tile t (the cache's entry; -1 for a
@@ -209,10 +214,11 @@ __device__ __forceinline__ void load_indices(const Args& a, const Tiles& T, int6
   const int64_t start = s == 0 ? 0 : a.main.K;
   const int64_t t0 = T.first(t), end = T.end(t);
   DSV4_UNROLL
-  for (int i = 0; i < kItems; ++i) {
-    const int64_t col = t0 + piece_of<kByPart>(tid + kThreads * i).j;
+  for (int i = 0; i < (kByPart ? 1 : kItems); ++i) {
+    const int64_t col = t0 + piece_of<kByPart>(tid, i).j;
     idx[i] = col < end ? c.indices[b * c.K + (col - start)] : -1;
   }
+  if constexpr (kByPart) idx[1] = idx[0];  // one key
 }
 
 // Gather step 1: the slot of each piece of tile t from its index (-1: no key; an error column
@@ -224,11 +230,15 @@ __device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t
   const Cache& c = T.seg(t) == 0 ? a.main : a.extra;
   const int64_t capacity = c.num_pages * c.page_size;
   DSV4_UNROLL
-  for (int i = 0; i < kItems; ++i) {
-    const int part = piece_of<kByPart>(tid + kThreads * i).part;
+  for (int i = 0; i < (kByPart ? 1 : kItems); ++i) {
+    const int part = piece_of<kByPart>(tid, i).part;
     slot[i] = idx[i] >= 0 && idx[i] < capacity ? idx[i] : -1;
     if (slot[i] < 0 && idx[i] != -1 && part == 0) ++errors;
     if (slot[i] >= 0) load_raw<A>(c, slot[i], part, raw[i]);
+  }
+  if constexpr (kByPart) {  // the key's other part: the same slot, page and row
+    slot[1] = slot[0];
+    if (slot[0] >= 0) load_raw<A>(c, slot[0], piece_of<true>(tid, 1).part, raw[1]);
   }
 }
 
@@ -261,7 +271,7 @@ __device__ __forceinline__ void store_tile(const Args& a, const Tiles& T, int64_
   const Cache& c = T.seg(t) == 0 ? a.main : a.extra;
   DSV4_UNROLL
   for (int i = 0; i < kItems; ++i) {
-    const Piece pc = piece_of<kByPart>(tid + kThreads * i);
+    const Piece pc = piece_of<kByPart>(tid, i);
     const int j = pc.j, part = pc.part;
     uint32_t w[16];
     if (slot[i] >= 0) {

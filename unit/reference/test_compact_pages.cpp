@@ -287,9 +287,9 @@ TEST(CompactPagesLayouts, V4TilesByHandBothFlavours) {
 }
 
 // The word-at-a-time readers the kernels use (v4: four codes, both flavours; v41: four codes, and
-// a group of words under one scale; v41_fp4: eight nibbles through a table) against the one-value
-// readers, for every code in every position under every scale byte, next to random normal codes
-// and random bytes.
+// a group of words under one scale, also by multiplication; v41_fp4: eight nibbles through a
+// table, and pairs of words by multiplication) against the one-value readers, for every code in
+// every position under every scale byte, next to random normal codes and random bytes.
 TEST(CompactPagesLayouts, WordReadersMatchTheOneValueReaders) {
   fx::Rng rng(fx::test_seed());
   int bad = 0;
@@ -312,6 +312,10 @@ TEST(CompactPagesLayouts, WordReadersMatchTheOneValueReaders) {
           const uint32_t group[2] = {codes, 0x3a2b1c0du};
           kv::v41_decode_words_bf16<2>(group, uint8_t(sc), v41w);
           bad += v41w[0] != v41[0] || v41w[1] != v41[1];
+          uint32_t v41m[4];
+          kv::v41_scaled_words_bf16<2>(group, uint8_t(sc), v41m);
+          bad +=
+              v41m[0] != v41w[0] || v41m[1] != v41w[1] || v41m[2] != v41w[2] || v41m[3] != v41w[3];
           uint32_t other[2];
           kv::v41_decode4_bf16(group[1], uint8_t(sc), other);
           bad += v41w[2] != other[0] || v41w[3] != other[1];
@@ -328,12 +332,18 @@ TEST(CompactPagesLayouts, WordReadersMatchTheOneValueReaders) {
     const nvfp4::PairTable t = nvfp4::pair_table(uint8_t(sc));
     for (int n = 0; n < 64; ++n) {
       const uint32_t nibbles = n < 16 ? 0x11111111u * uint32_t(n) : uint32_t(rng.next());
-      uint32_t out[4];
+      uint32_t out[4], mul[8];
       nvfp4::decode8_bf16(nibbles, t, out);
+      const uint32_t two[2] = {uint32_t(rng.next()), nibbles};  // the multiply path, a pair
+      kv::fp4_scaled_words_bf16<2>(two, uint8_t(sc), mul);
       for (int j = 0; j < 8; ++j) {
         const uint16_t want =
             uint16_t(kv::fp4_decode_bits(uint8_t((nibbles >> (4 * j)) & 0xfu), uint8_t(sc)) >> 16);
+        const uint16_t first =
+            uint16_t(kv::fp4_decode_bits(uint8_t((two[0] >> (4 * j)) & 0xfu), uint8_t(sc)) >> 16);
         bad += uint16_t(out[j / 2] >> (16 * (j % 2))) != want;
+        bad += uint16_t(mul[4 + j / 2] >> (16 * (j % 2))) != want;
+        bad += uint16_t(mul[j / 2] >> (16 * (j % 2))) != first;
       }
     }
   }

@@ -364,5 +364,22 @@ TEST(MinifloatCore, PacksIntoF32ExactlyAndRoundsSubnormalsToEven) {
   EXPECT_EQ(f32_bits(pack_f32(0, 0x1000003, -24)), 0x3f800002u);  // 1 + 3*2^-24: tie, up
 }
 
+TEST(MinifloatCore, BytePermPicksBytesAndReplicatesSignsLikePrmt) {
+  using minifloat::byte_perm, minifloat::byte_perm_sx;
+  const uint32_t x = 0x8001ff7fu, y = 0x12345678u;  // bytes 0..3: 7f ff 01 80; 4..7: 78 56 34 12
+  using Perm = uint32_t (*)(uint32_t, uint32_t, uint32_t);
+  for (const Perm f : {Perm(&byte_perm), Perm(&byte_perm_sx)}) {
+    EXPECT_EQ(f(x, y, 0x3210u), x);
+    EXPECT_EQ(f(x, y, 0x7654u), y);
+    EXPECT_EQ(f(x, y, 0x4567u), 0x78563412u);
+  }
+  // byte_perm (CUDA's __byte_perm) reads three bits of each selector nibble: 0x9180 is 0x1100
+  EXPECT_EQ(byte_perm(x, y, 0x9180u), 0xffff7f7fu);
+  // byte_perm_sx (PTX prmt): bit 3 replicates the picked byte's sign
+  EXPECT_EQ(byte_perm_sx(x, y, 0x9180u), 0xffff007fu);  // bytes 0, sign of 0, 1, sign of 1
+  EXPECT_EQ(byte_perm_sx(x, y, 0xbb8cu), 0xffff0000u);  // signs of bytes 4, 0, 3, 3
+  EXPECT_EQ(byte_perm_sx(x, y, 0xf0e1u), 0x007f00ffu);  // 1, sign of 6, 0, sign of 7
+}
+
 }  // namespace
 }  // namespace dsv4

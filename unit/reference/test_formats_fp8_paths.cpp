@@ -121,6 +121,15 @@ std::vector<uint32_t> words_with(uint32_t c) {
   return w;
 }
 
+TEST(Fp8Paths, PairsScaleDownByTwoToTheMinus120) {
+  // codes 0x38 (1), 0xb8 (-1), 0x01 (2^-9, subnormal), 0x7e (448): times 2^-120 as bf16
+  // 0x0380, 0x8380, 0x0010 (the bf16 subnormal 16 * 2^-133), 0x07e0
+  EXPECT_EQ(kv::e4m3_pair_scaled_down(0x7e01b838u, 0), 0x83800380u);
+  EXPECT_EQ(kv::e4m3_pair_scaled_down(0x7e01b838u, 1), 0x07e00010u);
+  EXPECT_EQ(kv::e4m3_pair_scaled_down(0x80000000u, 1), 0x80000000u);  // -0 keeps its sign
+  EXPECT_EQ(kv::bf16x2_mul(0x83800380u, kv::bf16x2_pow2(120)), 0xbf803f80u);
+}
+
 TEST(Fp8Paths, Mxfp8AndV41ReadersEqualTheExactDecodeForEveryCodeAndScale) {
   Misses miss;
   for (uint32_t sc = 0; sc < 256; ++sc)
@@ -131,12 +140,13 @@ TEST(Fp8Paths, Mxfp8AndV41ReadersEqualTheExactDecodeForEveryCodeAndScale) {
       if (mxfp8::decode_bf16_bits(uint8_t(c), uint8_t(sc)) != bf16_of(want))
         miss.add(at + ": decode_bf16_bits");
       for (uint32_t word : words_with(c)) {
-        uint32_t f32[4], b16[2], v41[2], v41w[4];
+        uint32_t f32[4], b16[2], v41[2], v41w[4], v41m[4];
         mxfp8::decode4_bits(word, uint8_t(sc), f32);
         mxfp8::decode4_bf16(word, uint8_t(sc), b16);
         kv::v41_decode4_bf16(word, uint8_t(sc), v41);
         const uint32_t group[2] = {0x3a2b1c0du, word};
         kv::v41_decode_words_bf16<2>(group, uint8_t(sc), v41w);
+        kv::v41_scaled_words_bf16<2>(group, uint8_t(sc), v41m);
         const uint64_t exact16 = kv::v41_decode4_bf16_exact(word, uint8_t(sc));
         const uint64_t other16 = kv::v41_decode4_bf16_exact(group[0], uint8_t(sc));
         for (int k = 0; k < 4; ++k) {
@@ -152,6 +162,10 @@ TEST(Fp8Paths, Mxfp8AndV41ReadersEqualTheExactDecodeForEveryCodeAndScale) {
           if (half(v41w + 2) != w16) miss.add(in + ": v41_decode_words_bf16");
           if (half(v41w) != uint16_t(other16 >> (16 * k)))
             miss.add(in + ": its group's other word");
+          if (half(v41m + 2) != w16)
+            miss.add(in + ": v41_scaled_words_bf16 " + hex(half(v41m + 2), 4));
+          if (half(v41m) != uint16_t(other16 >> (16 * k)))
+            miss.add(in + ": v41_scaled_words_bf16, its group's other word");
         }
       }
     }

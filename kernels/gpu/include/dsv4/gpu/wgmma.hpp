@@ -100,6 +100,20 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
 #endif
 }
 
+// The same for registers holding A fragments of a register-A wgmma (rs): fenced after the wait
+// that covers it, they stay live (and unreused: no other value is written into them while the
+// product may still read them) until then. Without it ptxas sees them dead at the wgmma's issue,
+// may give their registers to the next values, and then waits for the product there itself.
+template <int N>
+__device__ __forceinline__ void fence_operands(uint32_t (&r)[N]) {
+#if DSV4_WGMMA
+  DSV4_UNROLL
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+#else
+  (void)r;
+#endif
+}
+
 // D[64 x 32] += A[64 x 16] B[16 x 32], A and B K-major in shared memory (a score product: A the
 // queries, B the keys' rows).
 __device__ __forceinline__ void mma_m64n32k16_ss(float (&d)[16], uint64_t a, uint64_t b) {

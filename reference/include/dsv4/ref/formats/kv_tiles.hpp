@@ -172,6 +172,76 @@ DSV4_HD void v41_decode_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* 
   for (int i = 0; i < n; ++i) v41_short4_bf16<false>(codes[i], bias, scm6, out + 2 * i);
 }
 
+// x * y in each half of two bf16 pairs, rounded once to nearest even (subnormals kept, overflow
+// to inf): one bf16x2 fma with -0 on NVIDIA (sm_80 and later; -0 keeps the product's zero
+// sign), the fp32 product rounded to bf16 elsewhere (the same: a product of two bf16 values is
+// exact in fp32 wherever the callers below use it).
+DSV4_HD uint32_t bf16x2_mul(uint32_t x, uint32_t y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(0x80008000u));
+  return r;
+#else
+  const uint32_t lo = f32_to_bf16(f32_from_bits(x << 16) * f32_from_bits(y << 16)).bits;
+  const uint32_t hi =
+      f32_to_bf16(f32_from_bits(x & 0xffff0000u) * f32_from_bits(y & 0xffff0000u)).bits;
+  return lo | hi << 16;
+#endif
+}
+
+// 2^e as bf16 in both halves, e in [-126, 127].
+DSV4_HD constexpr uint32_t bf16x2_pow2(int e) { return (uint32_t(e + 127) << 7) * 0x00010001u; }
+
+// Codes 2j and 2j + 1 of a word (e4m3fn bits s eeee mmm) as a bf16 pair of their values times
+// 2^-120, exactly: eeee mmm moves to bits 4..10 of a half and the sign to bit 15, so the code's
+// exponent field becomes the low bits of bf16's (bias 127 for 7) and its fraction the top of
+// bf16's; a subnormal code (eeee = 0, value m 2^-9) reads as the bf16 subnormal m 2^-129. NaN
+// codes read as finite values (callers patch them). byte_perm_sx makes each half the code
+// sign-extended to 16 bits (code 2j + j' in byte 2j' as is, its sign replicated in byte 2j' + 1),
+// so bit 11 of a half is the sign; keeping bits 0..6 and 11 and shifting by 4 places both.
+DSV4_HD uint32_t e4m3_pair_scaled_down(uint32_t codes, int j) {
+  const uint32_t a = minifloat::byte_perm_sx(codes, 0u, j ? 0xb3a2u : 0x9180u);
+  return (a & 0x087f087fu) << 4;
+}
+
+// The multiply path of v41_decode_words_bf16, the same values for every code and scale byte (the
+// devices with a bf16 multiply take it: no conversion instruction, four integer or bf16
+// instructions per pair): each pair scaled down (e4m3_pair_scaled_down) and multiplied by 2^(sc
+// - 7), one rounding of the exact product; where 2^(sc - 7) is past bf16 (sc > 134), by 2^127
+// (exact: the values times 2^7) and then 2^(sc - 134). The NaN scale byte gives NaN pairs, NaN
+// codes are patched as on the short path.
+template <int n>
+DSV4_HD void v41_scaled_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* out) {
+  if (sc == kUe8m0NaN) {
+    DSV4_FMT_UNROLL
+    for (int i = 0; i < 2 * n; ++i) out[i] = 0x7fc07fc0u;
+    return;
+  }
+  const int e = int(sc) - 7;
+  const uint32_t m1 = bf16x2_pow2(e < 127 ? e : 127);
+  uint32_t nan = 0;
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < n; ++i) nan |= mxfp8::nan_code_bits(codes[i]);
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < n; ++i) {
+    out[2 * i] = bf16x2_mul(e4m3_pair_scaled_down(codes[i], 0), m1);
+    out[2 * i + 1] = bf16x2_mul(e4m3_pair_scaled_down(codes[i], 1), m1);
+  }
+  if (e > 127) {
+    const uint32_t m2 = bf16x2_pow2(e - 127);
+    DSV4_FMT_UNROLL
+    for (int i = 0; i < 2 * n; ++i) out[i] = bf16x2_mul(out[i], m2);
+  }
+  if (nan) {
+    DSV4_FMT_UNROLL
+    for (int i = 0; i < n; ++i) {
+      const uint32_t b = mxfp8::nan_code_bits(codes[i]);
+      out[2 * i] = mxfp8::nan_patched_pair(out[2 * i], b, 0);
+      out[2 * i + 1] = mxfp8::nan_patched_pair(out[2 * i + 1], b, 1);
+    }
+  }
+}
+
 // ---- v41_fp4: 16 e2m1 values per e4m3fn scale (SGLang's quantize_k_cache_v41_fp4) -------------
 // amax = max of nan_to_num(|x|, nan=inf): torch.nan_to_num also turns +inf into the fp32 maximum
 // (its posinf default), so only a NaN makes amax infinite. scale = e4m3fn(clamp(amax / 6, 2^-9,
@@ -199,6 +269,47 @@ DSV4_HD float fp4_scale_product(const minifloat::Bf16Amax& m) {
 // Reader: e2m1(nibble) * e4m3fn(sc) in fp32 (exact; sign = xor), NaN scale gives NaN.
 DSV4_HD uint32_t fp4_decode_bits(uint8_t nibble, uint8_t sc) {
   return nvfp4::decode_bits(nibble, sc);
+}
+
+// The multiply path of the v41_fp4 reader: 8 n values (n words of nibbles, value k of a word
+// in nibble k) under one scale byte as bf16 pairs (out[j]: values 2j, 2j + 1), fp4_decode_bits'
+// values rounded to bf16 for every nibble and scale byte. Each nibble's e2m1 magnitude comes
+// from a fixed table of the eight magnitudes' bf16 bytes (lo / hi, picked by byte_perm), gets
+// the nibble's sign, and is multiplied by the scale as bf16 (exact, with its sign): the product
+// has at most 5 significant bits and lies in [2^-10, 2688] or is zero, so the bf16 multiply is
+// exact and its sign the xor, as the reference's. A NaN scale gives 0x7fc0 everywhere.
+template <int n>
+DSV4_HD void fp4_scaled_words_bf16(const uint32_t* nibbles, uint8_t sc, uint32_t* out) {
+  if (e4m3_is_nan(sc)) {
+    DSV4_FMT_UNROLL
+    for (int i = 0; i < 4 * n; ++i) out[i] = 0x7fc07fc0u;
+    return;
+  }
+  // bf16 of 0, 0.5, 1, 1.5 (lo0, hi0) and 2, 3, 4, 6 (lo1, hi1), byte k for magnitude code k
+  constexpr uint32_t kLo0 = 0xc0800000u, kLo1 = 0xc0804000u;
+  constexpr uint32_t kHi0 = 0x3f3f3f00u, kHi1 = 0x40404040u;
+  // the scale in both halves: its code scaled down (e4m3_pair_scaled_down), times 2^120, exact
+  const uint32_t s2 =
+      bf16x2_mul(e4m3_pair_scaled_down(uint32_t(sc) * 0x0101u, 0), bf16x2_pow2(120));
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < n; ++i) {
+    const uint32_t w = nibbles[i], mags = w & 0x77777777u;
+    DSV4_FMT_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t sel = mags >> (16 * h);  // byte_perm reads the low four selector nibbles
+      const uint32_t lo = minifloat::byte_perm(kLo0, kLo1, sel);
+      const uint32_t hi = minifloat::byte_perm(kHi0, kHi1, sel);
+      DSV4_FMT_UNROLL
+      for (int j = 0; j < 2; ++j) {
+        const int k = 2 * h + j;  // byte k of w: values 2k, 2k + 1
+        const uint32_t mag = minifloat::byte_perm(lo, hi, j ? 0x7362u : 0x5140u);
+        // byte k times 2^12 + 2^24: its bit 3 (the sign of value 2k) lands on bit 15, its bit 7
+        // on bit 31 (the two shifted copies do not overlap)
+        const uint32_t sg = minifloat::byte_perm(w, 0u, 0x4440u + uint32_t(k)) * 0x01001000u;
+        out[4 * i + k] = bf16x2_mul(mag ^ (sg & 0x80008000u), s2);
+      }
+    }
+  }
 }
 
 // ---- v4 / v4_fnuz: 448 fp8 values in tiles of 64 per ue8m0 scale, then 64 raw bf16 ------------

@@ -35,8 +35,8 @@ DSV4_HD int msb_index(uint32_t v) {
 }
 
 // Byte k of the result is byte (s >> 4k) & 7 of the 8 bytes y:x (CUDA's __byte_perm, one PRMT, for
-// selectors without the sign-replicate bit). Elsewhere shifts (HIP's __byte_perm indexes a byte
-// array, which the compiler keeps in LDS).
+// selectors without the sign-replicate bit: __byte_perm masks it off). Elsewhere shifts (HIP's
+// __byte_perm indexes a byte array, which the compiler keeps in LDS).
 DSV4_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
 #if defined(__CUDA_ARCH__)
   return __byte_perm(x, y, s);
@@ -44,6 +44,26 @@ DSV4_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
   const uint64_t xy = (uint64_t(y) << 32) | x;
   uint32_t r = 0;
   for (int k = 0; k < 4; ++k) r |= uint32_t((xy >> (8 * ((s >> (4 * k)) & 7u))) & 0xffu) << (8 * k);
+  return r;
+#endif
+}
+
+// byte_perm with PTX prmt's sign mode: where bit 3 of selector nibble k is set, byte k of the
+// result is the top bit of byte (nibble & 7) replicated (0x00 or 0xff). On NVIDIA one PRMT
+// written as PTX (__byte_perm would drop the bit), elsewhere shifts.
+DSV4_HD uint32_t byte_perm_sx(uint32_t x, uint32_t y, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(s));
+  return r;
+#else
+  const uint64_t xy = (uint64_t(y) << 32) | x;
+  uint32_t r = 0;
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t nib = (s >> (4 * k)) & 0xfu;
+    const uint32_t b = uint32_t(xy >> (8 * (nib & 7u))) & 0xffu;
+    r |= (nib & 8u ? (b & 0x80u ? 0xffu : 0u) : b) << (8 * k);
+  }
   return r;
 #endif
 }
