@@ -56,6 +56,11 @@ else
     if [ "$spills" != "0" ]; then
       echo "nvcc: $src spills registers:"; grep -B2 spill "$log"; status=1
     fi
+    # C7517: ptxas waits for in-flight wgmma itself (an operand register written after the fence,
+    # or an A register reused before the wait), serialising products meant to overlap.
+    if grep -q 'C7517' "$log"; then
+      echo "nvcc: $src: ptxas injected a warpgroup.wait:"; grep 'C7517' "$log"; status=1
+    fi
   done
 fi
 [ $status -eq 0 ] && echo "compile checks: passed" || echo "compile checks: FAILED"

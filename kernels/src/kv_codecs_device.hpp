@@ -1,6 +1,8 @@
-// The e4m3fn page codecs (v41, v4) as the kernels run them: through the device's fp8 and bf16
-// conversions where it has them (dsv4/gpu/fp8.hpp), else the shared integer codecs of
-// formats/kv_tiles.hpp. Either way the bytes are the integer codecs' (and so the reference's).
+// The e4m3fn page codecs (v41, v4) and the v41_fp4 reader as the kernels run them: through the
+// device's fp8 and bf16 conversions where it has them (dsv4/gpu/fp8.hpp), the bf16 readers of v41
+// and v41_fp4 through bf16 multiplies where the device has those (kv_tiles.hpp's *_scaled_words),
+// else the shared integer codecs of formats/kv_tiles.hpp. The bytes are the integer codecs' (and
+// so the reference's) on every path.
 //
 // Why the conversions give the same bytes: a bf16 value times a power of two (the tile's scale)
 // is exact in fp32 wherever the result is an fp32 normal, and a quotient below 2^-126 rounds to

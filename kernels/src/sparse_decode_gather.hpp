@@ -1,7 +1,7 @@
 // sparse_decode's gather: the tile geometry, a tile's indices, its bytes read from SGLang's pages
-// (every layout, through the shared readers of formats/kv_tiles.hpp, the e4m3fn ones through the
-// device's conversions where it has them: kv_codecs_device.hpp) and its keys decoded to bf16 in
-// shared memory. Private to kernels/src/sparse_decode.hip.
+// (every layout, through the shared readers of formats/kv_tiles.hpp, on NVIDIA the device paths of
+// kv_codecs_device.hpp: bf16 multiplies for v41 and v41_fp4, the fp8 conversions for v4) and its
+// keys decoded to bf16 in shared memory. Private to kernels/src/sparse_decode.hip.
 #pragma once
 
 #include <cstdint>

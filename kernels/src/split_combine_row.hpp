@@ -42,7 +42,8 @@ __device__ __forceinline__ void merge_row(const Args& a, int64_t b, int64_t h, i
   const int64_t d4 = a.D / 4;
   U2* out = reinterpret_cast<U2*>(a.out + row * a.D);
 
-  // Staged: the split's lse, exp2(lse - m) and the merge weight exp2(lse - ms), one split per lane.
+  // Staged: the split's lse, exp2(lse - m) and the merge weight exp2(lse - ms), lane l staging
+  // splits l, l + kThreads, ... (two or more a lane past kThreads splits).
   __shared__ float st_lse[kStaged ? kStagedSplits : 1], st_e[kStaged ? kStagedSplits : 1],
       st_w[kStaged ? kStagedSplits : 1];
   float m = -f32m::inf();
