@@ -34,23 +34,9 @@ DSV4_HD int msb_index(uint32_t v) {
   return r;
 }
 
-// Byte k of the result is byte (s >> 4k) & 7 of the 8 bytes y:x (CUDA's __byte_perm, one PRMT, for
-// selectors without the sign-replicate bit: __byte_perm masks it off). Elsewhere shifts (HIP's
-// __byte_perm indexes a byte array, which the compiler keeps in LDS).
-DSV4_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
-#if defined(__CUDA_ARCH__)
-  return __byte_perm(x, y, s);
-#else
-  const uint64_t xy = (uint64_t(y) << 32) | x;
-  uint32_t r = 0;
-  for (int k = 0; k < 4; ++k) r |= uint32_t((xy >> (8 * ((s >> (4 * k)) & 7u))) & 0xffu) << (8 * k);
-  return r;
-#endif
-}
-
-// byte_perm with PTX prmt's sign mode: where bit 3 of selector nibble k is set, byte k of the
-// result is the top bit of byte (nibble & 7) replicated (0x00 or 0xff). On NVIDIA one PRMT
-// written as PTX (__byte_perm would drop the bit), elsewhere shifts.
+// Byte k of the result is byte (s >> 4k) & 7 of the 8 bytes y:x, or where bit 3 of that selector
+// nibble is set, that byte's top bit replicated (0x00 or 0xff): PTX prmt's default mode. On NVIDIA
+// one PRMT written as PTX (CUDA's __byte_perm masks the sign bit off), elsewhere shifts.
 DSV4_HD uint32_t byte_perm_sx(uint32_t x, uint32_t y, uint32_t s) {
 #if defined(__CUDA_ARCH__)
   uint32_t r;
@@ -65,6 +51,17 @@ DSV4_HD uint32_t byte_perm_sx(uint32_t x, uint32_t y, uint32_t s) {
     r |= (nib & 8u ? (b & 0x80u ? 0xffu : 0u) : b) << (8 * k);
   }
   return r;
+#endif
+}
+
+// The same without the sign mode: byte k is byte (s >> 4k) & 7 of y:x (CUDA's __byte_perm, one
+// PRMT the compiler can fold). Elsewhere shifts (HIP's __byte_perm indexes a byte array, which
+// the compiler keeps in LDS).
+DSV4_HD uint32_t byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(x, y, s);
+#else
+  return byte_perm_sx(x, y, s & 0x7777u);
 #endif
 }
 
