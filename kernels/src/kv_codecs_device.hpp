@@ -20,13 +20,6 @@
 #include "dsv4/gpu/gpu.hpp"
 #include "dsv4/ref/formats/kv_tiles.hpp"
 
-// 1 where device code multiplies bf16 pairs in one instruction (kv::bf16x2_mul's fma.rn.bf16x2).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-#define DSV4_KV_BF16X2_MUL 1
-#else
-#define DSV4_KV_BF16X2_MUL 0
-#endif
-
 namespace dsv4::kernels::kv_device {
 
 // q[i] = the codes code(h) of the four bf16 values h of words w[2i], w[2i+1] (value k in byte k).
@@ -213,7 +206,7 @@ __device__ __forceinline__ void e4m3_scaled_bf16(const uint32_t* codes, uint8_t 
 // most of them on the conversion pipe (a quarter of the ALU rate).
 template <int n>
 DSV4_HD void v41_decode_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* out) {
-#if DSV4_KV_BF16X2_MUL
+#if DSV4_FMT_BF16X2_MUL
   return kv::v41_scaled_words_bf16<n>(codes, sc, out);
 #else
 #if DSV4_GPU_FP8_CVT
@@ -229,7 +222,7 @@ DSV4_HD void v41_decode_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* 
 // scale's own table (nvfp4::pair_table: eight decodes per scale byte, then byte_perm lookups).
 template <int n>
 DSV4_HD void fp4_decode_words_bf16(const uint32_t* nibbles, uint8_t sc, uint32_t* out) {
-#if DSV4_KV_BF16X2_MUL
+#if DSV4_FMT_BF16X2_MUL
   kv::fp4_scaled_words_bf16<n>(nibbles, sc, out);
 #else
   const nvfp4::PairTable t = nvfp4::pair_table(sc);

@@ -547,8 +547,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
         wg::wait<0>();  // the scores, and the previous tile's output product
         wg::fence_operands(sc);
         wg::fence_operands(o);
-        wg::fence_operands(pk[0]);
-        wg::fence_operands(pk[1]);
+        wg::fence_operands(pk);
         // Online softmax (base 2) of rows gr, gr + 8 over the thread's 8 keys of each, the row's
         // maximum over the quad.
         const int* valid = svalid + buf * kTile;
@@ -597,8 +596,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
         const uint64_t dv =
             wg::desc_sw128(kaddr + uint32_t(wgi * 4 * kTile * 128), kTile * 128, 1024);
         wg::fence_operands(o);  // the rescale and P before the fence, as for the scores
-        wg::fence_operands(pk[0]);
-        wg::fence_operands(pk[1]);
+        wg::fence_operands(pk);
         wg::fence();
         DSV4_UNROLL
         for (int kk = 0; kk < kTile / 16; ++kk) {

@@ -214,11 +214,14 @@ __device__ __forceinline__ void load_indices(const Args& a, const Tiles& T, int6
   const int64_t start = s == 0 ? 0 : a.main.K;
   const int64_t t0 = T.first(t), end = T.end(t);
   DSV4_UNROLL
-  for (int i = 0; i < (kByPart ? 1 : kItems); ++i) {
+  for (int i = 0; i < kItems; ++i) {
+    if (kByPart && i > 0) {  // the same key as piece 0
+      idx[i] = idx[0];
+      continue;
+    }
     const int64_t col = t0 + piece_of<kByPart>(tid, i).j;
     idx[i] = col < end ? c.indices[b * c.K + (col - start)] : -1;
   }
-  if constexpr (kByPart) idx[1] = idx[0];  // one key
 }
 
 // Gather step 1: the slot of each piece of tile t from its index (-1: no key; an error column
@@ -230,15 +233,15 @@ __device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t
   const Cache& c = T.seg(t) == 0 ? a.main : a.extra;
   const int64_t capacity = c.num_pages * c.page_size;
   DSV4_UNROLL
-  for (int i = 0; i < (kByPart ? 1 : kItems); ++i) {
+  for (int i = 0; i < kItems; ++i) {
     const int part = piece_of<kByPart>(tid, i).part;
-    slot[i] = idx[i] >= 0 && idx[i] < capacity ? idx[i] : -1;
-    if (slot[i] < 0 && idx[i] != -1 && part == 0) ++errors;
+    if (kByPart && i > 0) {  // the key's other part: the same slot, page and row
+      slot[i] = slot[0];
+    } else {
+      slot[i] = idx[i] >= 0 && idx[i] < capacity ? idx[i] : -1;
+      if (slot[i] < 0 && idx[i] != -1 && part == 0) ++errors;
+    }
     if (slot[i] >= 0) load_raw<A>(c, slot[i], part, raw[i]);
-  }
-  if constexpr (kByPart) {  // the key's other part: the same slot, page and row
-    slot[1] = slot[0];
-    if (slot[0] >= 0) load_raw<A>(c, slot[0], piece_of<true>(tid, 1).part, raw[1]);
   }
 }
 

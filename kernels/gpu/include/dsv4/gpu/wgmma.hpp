@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "dsv4/gpu/gpu.hpp"
 
@@ -89,29 +90,30 @@ __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
-// Keeps the compiler from moving accesses of accumulator registers across a wait.
-template <int N>
-__device__ __forceinline__ void fence_operands(float (&d)[N]) {
+// Keeps the compiler from moving accesses of operand registers across a wait or a fence: the
+// accumulators (fp32) and the A fragments of a register-A wgmma (rs, bf16 pairs). Fenced after
+// the wait that covers a product, its A registers stay live (unreused) until then; otherwise
+// ptxas sees them dead at the wgmma's issue, may give them to the next values, and then waits for
+// the product there itself (C7517).
+template <class T, int N>
+__device__ __forceinline__ void fence_operands(T (&d)[N]) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, uint32_t>, "fp32 or b32 registers");
 #if DSV4_WGMMA
   DSV4_UNROLL
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) {
+    if constexpr (std::is_same_v<T, float>)
+      asm volatile("" : "+f"(d[i])::"memory");
+    else
+      asm volatile("" : "+r"(d[i])::"memory");
+  }
 #else
   (void)d;
 #endif
 }
-
-// The same for registers holding A fragments of a register-A wgmma (rs): fenced after the wait
-// that covers it, they stay live (and unreused: no other value is written into them while the
-// product may still read them) until then. Without it ptxas sees them dead at the wgmma's issue,
-// may give their registers to the next values, and then waits for the product there itself.
-template <int N>
-__device__ __forceinline__ void fence_operands(uint32_t (&r)[N]) {
-#if DSV4_WGMMA
+template <class T, int M, int N>
+__device__ __forceinline__ void fence_operands(T (&d)[M][N]) {
   DSV4_UNROLL
-  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
-#else
-  (void)r;
-#endif
+  for (int i = 0; i < M; ++i) fence_operands(d[i]);
 }
 
 // D[64 x 32] += A[64 x 16] B[16 x 32], A and B K-major in shared memory (a score product: A the

@@ -176,8 +176,16 @@ DSV4_HD void v41_decode_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* 
 // to inf): one bf16x2 fma with -0 on NVIDIA (sm_80 and later; -0 keeps the product's zero
 // sign), the fp32 product rounded to bf16 elsewhere (the same: a product of two bf16 values is
 // exact in fp32 wherever the callers below use it).
-DSV4_HD uint32_t bf16x2_mul(uint32_t x, uint32_t y) {
+// 1 in device code with a one-instruction bf16x2 multiply (NVIDIA sm_80 and later), which the
+// kernels' readers then take (kernels/src/kv_codecs_device.hpp); 0 elsewhere.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#define DSV4_FMT_BF16X2_MUL 1
+#else
+#define DSV4_FMT_BF16X2_MUL 0
+#endif
+
+DSV4_HD uint32_t bf16x2_mul(uint32_t x, uint32_t y) {
+#if DSV4_FMT_BF16X2_MUL
   uint32_t r;
   asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(x), "r"(y), "r"(0x80008000u));
   return r;
