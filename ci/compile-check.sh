@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compile checks of every kernel source without a GPU: the hip-compile preset (hipcc objects for
 # gfx90a;gfx940;gfx1030, clang-19 assembly and a resource report for gfx942 and gfx1030), then nvcc
-# for sm_90a with ptxas' register/spill report. Exits non-zero on a compile error or a spill.
+# for sm_90a with ptxas' register/spill report. Exits non-zero on a compile error, a spill, or a
+# wgmma pipeline ptxas waits inside (an injected warpgroup.wait, a serialized function).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 3
 status=0
@@ -60,6 +61,14 @@ else
     # or an A register reused before the wait), serialising products meant to overlap.
     if grep -q 'C7517' "$log"; then
       echo "nvcc: $src: ptxas injected a warpgroup.wait:"; grep 'C7517' "$log"; status=1
+    fi
+    # C7508-C7520 "wgmma.mma_async instructions are serialized due to ...": ptxas gave up on the
+    # pipeline of a whole function (a register of an in-flight product touched by another
+    # instruction, too few registers, a call) and waits after every product; the kernel stays
+    # correct and loses the overlap its design counts on.
+    if grep -q 'wgmma.mma_async instructions are serialized' "$log"; then
+      echo "nvcc: $src: ptxas serialized the wgmma pipeline:"
+      grep 'wgmma.mma_async instructions are serialized' "$log"; status=1
     fi
   done
 fi

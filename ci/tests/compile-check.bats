@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # ci/compile-check.sh on a stand-in checkout (the script, two kernel sources, a passing resource
 # report) with fakes for cmake, ctest and nvcc: the nvcc step's verdict from ptxas' report alone
-# (clean, a spill, an injected warpgroup.wait), and a failed compile naming its source.
+# (clean, a spill, an injected warpgroup.wait, a serialized wgmma pipeline), and a failed compile
+# naming its source.
 
 load helpers
 
@@ -15,7 +16,8 @@ setup() {
   : >"$WS/kernels/src/beta.hip"
   fake cmake <<<'exit 0'
   fake ctest <<<'exit 0'
-  # ptxas' report of source $src as FAKE_PTXAS_<name> says: clean (default), spill, c7517, fail
+  # ptxas' report of source $src as FAKE_PTXAS_<name> says: clean (default), spill, c7517, c7514,
+# fail
   fake nvcc <<'EOF2'
 src=""
 for a in "$@"; do case $a in *.hip) src=$a ;; esac; done
@@ -26,6 +28,8 @@ case ${!var:-clean} in
   spill) echo "ptxas info    : Used 255 registers"; echo "    8 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads" ;;
   c7517) echo "ptxas info    : (C7517) warpgroup.wait is injected in around line 9 by compiler to allow use of registers defined by GMMA in function 'k'"
          echo "ptxas info    : Used 200 registers"; echo "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" ;;
+  c7514) echo "ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions reading accumulator registers of  a wgmma between start and end of the pipeline stage in the function 'k'"
+         echo "ptxas info    : Used 255 registers"; echo "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" ;;
   *) echo "ptxas info    : Used 64 registers"; echo "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" ;;
 esac
 exit 0
@@ -64,4 +68,14 @@ teardown() { teardown_fakes; }
   show
   [ "$status" -eq 1 ]
   [[ "$output" == *"nvcc: kernels/src/beta.hip FAILED"* ]]
+}
+
+@test "a serialized wgmma pipeline fails the check and is quoted" {
+  FAKE_PTXAS_beta=c7514 run bash "$WS/ci/compile-check.sh"
+  show
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"nvcc: kernels/src/beta.hip: ptxas serialized the wgmma pipeline"* ]]
+  [[ "$output" == *"C7514"* ]]
+  [[ "$output" != *"alpha.hip: ptxas serialized"* ]]
+  [[ "$output" == *"compile checks: FAILED"* ]]
 }
