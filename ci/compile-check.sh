@@ -40,6 +40,13 @@ else
     compile "$src" &
   done
   wait
+  # ptxas waiting inside a wgmma pipeline ("pattern|verdict"): C7517, a warpgroup.wait it injected
+  # (an operand register written after the fence, or an A register reused before the wait); the
+  # "serialized" reports (C7514, C7515 and their kin, matched by text), a whole function's
+  # products serialized (a register of an in-flight product touched by another instruction, too
+  # few registers, a call). The kernel stays correct and loses the overlap its design counts on.
+  pipeline_reports=("C7517|ptxas injected a warpgroup.wait"
+    "wgmma.mma_async instructions are serialized|ptxas serialized the wgmma pipeline")
   printf '| %-28s | %8s | %6s | %12s |\n' source registers stack "spill st/ld"
   for src in "${sources[@]}"; do
     name=$(basename "$src" .hip)
@@ -57,19 +64,12 @@ else
     if [ "$spills" != "0" ]; then
       echo "nvcc: $src spills registers:"; grep -B2 spill "$log"; status=1
     fi
-    # C7517: ptxas waits for in-flight wgmma itself (an operand register written after the fence,
-    # or an A register reused before the wait), serialising products meant to overlap.
-    if grep -q 'C7517' "$log"; then
-      echo "nvcc: $src: ptxas injected a warpgroup.wait:"; grep 'C7517' "$log"; status=1
-    fi
-    # C7508-C7520 "wgmma.mma_async instructions are serialized due to ...": ptxas gave up on the
-    # pipeline of a whole function (a register of an in-flight product touched by another
-    # instruction, too few registers, a call) and waits after every product; the kernel stays
-    # correct and loses the overlap its design counts on.
-    if grep -q 'wgmma.mma_async instructions are serialized' "$log"; then
-      echo "nvcc: $src: ptxas serialized the wgmma pipeline:"
-      grep 'wgmma.mma_async instructions are serialized' "$log"; status=1
-    fi
+    for report in "${pipeline_reports[@]}"; do
+      pattern=${report%%|*}
+      if grep -q "$pattern" "$log"; then
+        echo "nvcc: $src: ${report#*|}:"; grep "$pattern" "$log"; status=1
+      fi
+    done
   done
 fi
 [ $status -eq 0 ] && echo "compile checks: passed" || echo "compile checks: FAILED"

@@ -16,8 +16,8 @@ setup() {
   : >"$WS/kernels/src/beta.hip"
   fake cmake <<<'exit 0'
   fake ctest <<<'exit 0'
-  # ptxas' report of source $src as FAKE_PTXAS_<name> says: clean (default), spill, c7517, c7514,
-# fail
+  # ptxas' report of source $src as FAKE_PTXAS_<name> says: clean (default), spill, c7517,
+  # c7514, fail
   fake nvcc <<'EOF2'
 src=""
 for a in "$@"; do case $a in *.hip) src=$a ;; esac; done
@@ -54,13 +54,21 @@ teardown() { teardown_fakes; }
   [[ "$output" == *"compile checks: FAILED"* ]]
 }
 
-@test "an injected warpgroup.wait fails the check and is quoted" {
-  FAKE_PTXAS_alpha=c7517 run bash "$WS/ci/compile-check.sh"
+# Source $1's ptxas report $2 fails the check with verdict $3, quoted, and names no other source.
+pipeline_fails() {
+  local other=alpha
+  [ "$1" = alpha ] && other=beta
+  run env "FAKE_PTXAS_$1=$2" bash "$WS/ci/compile-check.sh"
   show
   [ "$status" -eq 1 ]
-  [[ "$output" == *"nvcc: kernels/src/alpha.hip: ptxas injected a warpgroup.wait"* ]]
-  [[ "$output" == *"C7517"* ]]
-  [[ "$output" != *"beta.hip: ptxas injected"* ]]
+  [[ "$output" == *"nvcc: kernels/src/$1.hip: $3"* ]]
+  [[ "$output" == *"${2^^}"* ]]
+  [[ "$output" != *"$other.hip: $3"* ]]
+  [[ "$output" == *"compile checks: FAILED"* ]]
+}
+
+@test "an injected warpgroup.wait fails the check and is quoted" {
+  pipeline_fails alpha c7517 "ptxas injected a warpgroup.wait"
 }
 
 @test "a compile error fails the check naming the source" {
@@ -71,11 +79,5 @@ teardown() { teardown_fakes; }
 }
 
 @test "a serialized wgmma pipeline fails the check and is quoted" {
-  FAKE_PTXAS_beta=c7514 run bash "$WS/ci/compile-check.sh"
-  show
-  [ "$status" -eq 1 ]
-  [[ "$output" == *"nvcc: kernels/src/beta.hip: ptxas serialized the wgmma pipeline"* ]]
-  [[ "$output" == *"C7514"* ]]
-  [[ "$output" != *"alpha.hip: ptxas serialized"* ]]
-  [[ "$output" == *"compile checks: FAILED"* ]]
+  pipeline_fails beta c7514 "ptxas serialized the wgmma pipeline"
 }
