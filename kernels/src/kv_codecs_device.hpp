@@ -231,6 +231,26 @@ DSV4_HD void fp4_decode_words_bf16(const uint32_t* nibbles, uint8_t sc, uint32_t
 #endif
 }
 
+// The readers of a matrix product's operand (sparse_decode's key tiles: a NaN's payload is any,
+// kv::v41_operand_words_bf16): the multiply paths where the device multiplies bf16 pairs, else
+// the readers above (which give 0x7fc0).
+template <int n>
+DSV4_HD void v41_operand_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* out) {
+#if DSV4_FMT_BF16X2_MUL
+  kv::v41_operand_words_bf16<n>(codes, sc, out);
+#else
+  v41_decode_words_bf16<n>(codes, sc, out);
+#endif
+}
+template <int n>
+DSV4_HD void fp4_operand_words_bf16(const uint32_t* nibbles, uint8_t sc, uint32_t* out) {
+#if DSV4_FMT_BF16X2_MUL
+  kv::fp4_operand_words_bf16<n>(nibbles, sc, out);
+#else
+  fp4_decode_words_bf16<n>(nibbles, sc, out);
+#endif
+}
+
 DSV4_HD void v41_decode4_bits(uint32_t codes, uint8_t sc, uint32_t* out) {
 #if DSV4_GPU_FP8_CVT
   if (sc != kUe8m0NaN) return e4m3_scaled_bits<false, 1>(&codes, sc, out);

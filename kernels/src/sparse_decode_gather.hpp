@@ -112,7 +112,7 @@ __device__ __forceinline__ uint32_t word(const U4* v, int i) {
 }
 
 // The 32 values of a Raw of slot `slot` of cache c as 16 words of bf16 pairs (value 2i in the low
-// half of w[i]).
+// half of w[i]), for the products (kv_device's operand readers: a NaN's payload is any).
 template <Lay A>
 __device__ __forceinline__ void decode_raw(const Cache& c, int64_t slot, int part, const Raw& r,
                                            uint32_t* w) {
@@ -122,7 +122,7 @@ __device__ __forceinline__ void decode_raw(const Cache& c, int64_t slot, int par
     DSV4_UNROLL
     for (int h = 0; h < 2; ++h) {
       const uint32_t nibbles[2] = {word(r.v, 2 * h), word(r.v, 2 * h + 1)};
-      kv_device::fp4_decode_words_bf16<2>(nibbles, uint8_t(r.sc >> (8 * h)), w + 8 * h);
+      kv_device::fp4_operand_words_bf16<2>(nibbles, uint8_t(r.sc >> (8 * h)), w + 8 * h);
     }
     return;
   }
@@ -138,7 +138,7 @@ __device__ __forceinline__ void decode_raw(const Cache& c, int64_t slot, int par
     uint32_t codes[8];
     DSV4_UNROLL
     for (int i = 0; i < 8; ++i) codes[i] = word(r.v, i);
-    kv_device::v41_decode_words_bf16<8>(codes, sc, w);
+    kv_device::v41_operand_words_bf16<8>(codes, sc, w);
     return;
   }
   DSV4_UNROLL
@@ -241,6 +241,7 @@ __device__ __forceinline__ void load_tile(const Args& a, const Tiles& T, int64_t
       slot[i] = idx[i] >= 0 && idx[i] < capacity ? idx[i] : -1;
       if (slot[i] < 0 && idx[i] != -1 && part == 0) ++errors;
     }
+    if constexpr (kByPart) raw[i] = Raw{};  // no key: zero codes, which decode to +0
     if (slot[i] >= 0) load_raw<A>(c, slot[i], part, raw[i]);
   }
 }
@@ -266,18 +267,20 @@ __device__ __forceinline__ uint32_t key_sw128(int j, int c) {
 }
 
 // Gather step 2: the pieces decoded into a key buffer (zeros where there is no key, chunks at
-// key_col, or with kSw128 at key_sw128) and the tile's valid flags.
+// key_col, or with kSw128 at key_sw128) and the tile's valid flags. kByPart decodes every piece,
+// a missing key's from the zero Raw that load_tile left (no select per word).
 template <Lay A, bool kSw128 = false, bool kByPart = false>
 __device__ __forceinline__ void store_tile(const Args& a, const Tiles& T, int64_t t, int tid,
                                            const int32_t* slot, const Raw* raw, bf16* keys,
                                            int* valid) {
+  static_assert(!kByPart || A != Lay::kAny, "a zero Raw decodes to +0 in v41 and v41_fp4 only");
   const Cache& c = T.seg(t) == 0 ? a.main : a.extra;
   DSV4_UNROLL
   for (int i = 0; i < kItems; ++i) {
     const Piece pc = piece_of<kByPart>(tid, i);
     const int j = pc.j, part = pc.part;
     uint32_t w[16];
-    if (slot[i] >= 0) {
+    if (kByPart || slot[i] >= 0) {  // kByPart: a missing key's Raw is zero (load_tile)
       decode_raw<A>(c, slot[i], part, raw[i], w);
     } else {
       DSV4_UNROLL

@@ -172,6 +172,51 @@ TEST(Fp8Paths, Mxfp8AndV41ReadersEqualTheExactDecodeForEveryCodeAndScale) {
   EXPECT_EQ(miss.count(), 0);
 }
 
+// A bf16 half that is a NaN (sparse_decode's operand readers keep NaN-ness, not the payload).
+bool bf16_nan(uint16_t h) { return (h & 0x7fffu) > 0x7f80u; }
+
+// The operand readers (kv::v41_operand_words_bf16, fp4_operand_words_bf16: sparse_decode's key
+// tiles) give the reader's bits for every code and scale byte, but where the reader's is a NaN,
+// where they give a NaN (of any payload); and the reader's NaN are exactly theirs.
+TEST(Fp8Paths, OperandReadersEqualTheReadersButForNaNPayloads) {
+  Misses miss;
+  auto check = [&](const std::string& at, uint16_t got, uint16_t want) {
+    if (bf16_nan(want) ? !bf16_nan(got) : got != want)
+      miss.add(at + ": got " + hex(got, 4) + " want " + hex(want, 4));
+  };
+  int nan_scales = 0, nan_codes = 0;
+  for (uint32_t sc = 0; sc < 256; ++sc) {
+    for (uint32_t c = 0; c < 256; ++c)
+      for (uint32_t word : words_with(c)) {
+        const uint32_t group[2] = {0x3a2b1c0du, word};
+        uint32_t want[4], got[4];
+        kv::v41_scaled_words_bf16<2>(group, uint8_t(sc), want);
+        kv::v41_operand_words_bf16<2>(group, uint8_t(sc), got);
+        for (int h = 0; h < 8; ++h) {
+          const auto half = [h](const uint32_t* p) { return uint16_t(p[h / 2] >> (16 * (h % 2))); };
+          check("v41 sc " + std::to_string(sc) + " word " + hex(word, 8) + " half " +
+                    std::to_string(h),
+                half(got), half(want));
+          nan_scales += sc == kUe8m0NaN && bf16_nan(half(want));
+          nan_codes += sc != kUe8m0NaN && bf16_nan(half(want));
+        }
+      }
+    for (uint32_t n = 0; n < 256; ++n) {  // every byte of nibbles, in both words of a pair
+      const uint32_t two[2] = {n * 0x01010101u, (n ^ 0x5au) * 0x01010101u};
+      uint32_t want[8], got[8];
+      kv::fp4_scaled_words_bf16<2>(two, uint8_t(sc), want);
+      kv::fp4_operand_words_bf16<2>(two, uint8_t(sc), got);
+      for (int h = 0; h < 16; ++h)
+        check("fp4 sc " + std::to_string(sc) + " nibbles " + hex(two[h / 8], 8) + " value " +
+                  std::to_string(h),
+              uint16_t(got[h / 2] >> (16 * (h % 2))), uint16_t(want[h / 2] >> (16 * (h % 2))));
+    }
+  }
+  EXPECT_EQ(miss.count(), 0);
+  EXPECT_GT(nan_scales, 0);  // both NaN sources were met
+  EXPECT_GT(nan_codes, 0);
+}
+
 TEST(Fp8Paths, V4ReadersEqualTheExactDecodeForEveryCodeAndScaleBothFlavours) {
   Misses miss;
   for (Fp8Flavour f : {Fp8Flavour::kE4m3fn, Fp8Flavour::kE4m3fnuz})

@@ -218,23 +218,23 @@ DSV4_HD uint32_t e4m3_pair_scaled_down(uint32_t codes, int j) {
 // - 7), one rounding of the exact product; where 2^(sc - 7) is past bf16 (sc > 134), by 2^127
 // (exact: the values times 2^7) and then 2^(sc - 134). The NaN scale byte gives NaN pairs, NaN
 // codes are patched as on the short path.
-template <int n>
-DSV4_HD void v41_scaled_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* out) {
-  if (sc == kUe8m0NaN) {
-    DSV4_FMT_UNROLL
-    for (int i = 0; i < 2 * n; ++i) out[i] = 0x7fc07fc0u;
-    return;
-  }
+// Its steps: the first multiplier 2^min(sc - 7, 127); every pair scaled down and multiplied by
+// m1; then (v41_scaled_rest) the second multiply and the NaN codes' patches, where they apply.
+DSV4_HD uint32_t v41_first_multiplier(uint8_t sc) {
   const int e = int(sc) - 7;
-  const uint32_t m1 = bf16x2_pow2(e < 127 ? e : 127);
-  uint32_t nan = 0;
-  DSV4_FMT_UNROLL
-  for (int i = 0; i < n; ++i) nan |= mxfp8::nan_code_bits(codes[i]);
+  return bf16x2_pow2(e < 127 ? e : 127);
+}
+template <int n>
+DSV4_HD void v41_scaled_products(const uint32_t* codes, uint32_t m1, uint32_t* out) {
   DSV4_FMT_UNROLL
   for (int i = 0; i < n; ++i) {
     out[2 * i] = bf16x2_mul(e4m3_pair_scaled_down(codes[i], 0), m1);
     out[2 * i + 1] = bf16x2_mul(e4m3_pair_scaled_down(codes[i], 1), m1);
   }
+}
+template <int n>
+DSV4_HD void v41_scaled_rest(const uint32_t* codes, uint8_t sc, uint32_t nan, uint32_t* out) {
+  const int e = int(sc) - 7;
   if (e > 127) {
     const uint32_t m2 = bf16x2_pow2(e - 127);
     DSV4_FMT_UNROLL
@@ -248,6 +248,23 @@ DSV4_HD void v41_scaled_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* 
       out[2 * i + 1] = mxfp8::nan_patched_pair(out[2 * i + 1], b, 1);
     }
   }
+}
+template <int n>
+DSV4_HD uint32_t nan_codes_of(const uint32_t* codes) {
+  uint32_t nan = 0;
+  DSV4_FMT_UNROLL
+  for (int i = 0; i < n; ++i) nan |= mxfp8::nan_code_bits(codes[i]);
+  return nan;
+}
+template <int n>
+DSV4_HD void v41_scaled_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* out) {
+  if (sc == kUe8m0NaN) {
+    DSV4_FMT_UNROLL
+    for (int i = 0; i < 2 * n; ++i) out[i] = 0x7fc07fc0u;
+    return;
+  }
+  v41_scaled_products<n>(codes, v41_first_multiplier(sc), out);
+  v41_scaled_rest<n>(codes, sc, nan_codes_of<n>(codes), out);
 }
 
 // ---- v41_fp4: 16 e2m1 values per e4m3fn scale (SGLang's quantize_k_cache_v41_fp4) -------------
@@ -286,19 +303,16 @@ DSV4_HD uint32_t fp4_decode_bits(uint8_t nibble, uint8_t sc) {
 // the nibble's sign, and is multiplied by the scale as bf16 (exact, with its sign): the product
 // has at most 5 significant bits and lies in [2^-10, 2688] or is zero, so the bf16 multiply is
 // exact and its sign the xor, as the reference's. A NaN scale gives 0x7fc0 everywhere.
+// Its steps: the scale in both halves (fp4_scale_pair: its code scaled down, e4m3_pair_scaled_down,
+// times 2^120, exact), then every value's magnitude times it (fp4_scaled_products).
+DSV4_HD uint32_t fp4_scale_pair(uint8_t sc) {
+  return bf16x2_mul(e4m3_pair_scaled_down(uint32_t(sc) * 0x0101u, 0), bf16x2_pow2(120));
+}
 template <int n>
-DSV4_HD void fp4_scaled_words_bf16(const uint32_t* nibbles, uint8_t sc, uint32_t* out) {
-  if (e4m3_is_nan(sc)) {
-    DSV4_FMT_UNROLL
-    for (int i = 0; i < 4 * n; ++i) out[i] = 0x7fc07fc0u;
-    return;
-  }
+DSV4_HD void fp4_scaled_products(const uint32_t* nibbles, uint32_t s2, uint32_t* out) {
   // bf16 of 0, 0.5, 1, 1.5 (lo0, hi0) and 2, 3, 4, 6 (lo1, hi1), byte k for magnitude code k
   constexpr uint32_t kLo0 = 0xc0800000u, kLo1 = 0xc0804000u;
   constexpr uint32_t kHi0 = 0x3f3f3f00u, kHi1 = 0x40404040u;
-  // the scale in both halves: its code scaled down (e4m3_pair_scaled_down), times 2^120, exact
-  const uint32_t s2 =
-      bf16x2_mul(e4m3_pair_scaled_down(uint32_t(sc) * 0x0101u, 0), bf16x2_pow2(120));
   DSV4_FMT_UNROLL
   for (int i = 0; i < n; ++i) {
     const uint32_t w = nibbles[i], mags = w & 0x77777777u;
@@ -318,6 +332,33 @@ DSV4_HD void fp4_scaled_words_bf16(const uint32_t* nibbles, uint8_t sc, uint32_t
       }
     }
   }
+}
+template <int n>
+DSV4_HD void fp4_scaled_words_bf16(const uint32_t* nibbles, uint8_t sc, uint32_t* out) {
+  if (e4m3_is_nan(sc)) {
+    DSV4_FMT_UNROLL
+    for (int i = 0; i < 4 * n; ++i) out[i] = 0x7fc07fc0u;
+    return;
+  }
+  fp4_scaled_products<n>(nibbles, fp4_scale_pair(sc), out);
+}
+
+// The multiply paths as a matrix product's operand (sparse_decode's key tiles), where a value's
+// bits matter but for a NaN's payload: a NaN key makes every score and product it meets NaN,
+// whatever its payload. Every value is the reader's (v41_scaled_words_bf16, fp4_scaled_words_bf16)
+// but where that is NaN, which stays a NaN of any payload: the NaN scale byte enters as a NaN
+// multiplier, and v41's rare cases (a scale past 2^127, NaN codes) take one branch after the
+// common products, so a device runs no per-word select on the common path.
+template <int n>
+DSV4_HD void v41_operand_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* out) {
+  const uint32_t m1 = sc == kUe8m0NaN ? 0x7fc07fc0u : v41_first_multiplier(sc);
+  v41_scaled_products<n>(codes, m1, out);
+  const uint32_t nan = nan_codes_of<n>(codes);
+  if ((sc > 134 && sc != kUe8m0NaN) || nan) v41_scaled_rest<n>(codes, sc, nan, out);
+}
+template <int n>
+DSV4_HD void fp4_operand_words_bf16(const uint32_t* nibbles, uint8_t sc, uint32_t* out) {
+  fp4_scaled_products<n>(nibbles, e4m3_is_nan(sc) ? 0x7fc07fc0u : fp4_scale_pair(sc), out);
 }
 
 // ---- v4 / v4_fnuz: 448 fp8 values in tiles of 64 per ue8m0 scale, then 64 raw bf16 ------------
