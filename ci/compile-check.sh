@@ -25,10 +25,12 @@ else
   out=build/nvcc-check
   mkdir -p "$out"
   # One nvcc per source, as many at once as the machine has cores; the table keeps source order.
+  # The cuda preset's device flags (RelWithDebInfo: -O2 -DNDEBUG), so that ptxas reports on the
+  # code that ships: its pipeline reports can differ between optimisation levels.
   compile() {  # src -> $out/<name>.o, ptxas report in $out/<name>.ptxas.txt, exit status in .rc
     local src=$1 name
     name=$(basename "$src" .hip)
-    "$nvcc" -x cu -std=c++17 -O3 -arch=sm_90a --fmad=false --expt-relaxed-constexpr \
+    "$nvcc" -x cu -std=c++17 -O2 -DNDEBUG -arch=sm_90a --fmad=false --expt-relaxed-constexpr \
       -Xptxas -v -Ikernels/include -Ikernels/gpu/include -Ireference/include \
       -c "$src" -o "$out/$name.o" >"$out/$name.ptxas.txt" 2>&1
     echo $? >"$out/$name.rc"
