@@ -203,10 +203,13 @@ __device__ __forceinline__ void e4m3_scaled_bf16(const uint32_t* codes, uint8_t 
 // take the bf16 multiply path (kv::v41_scaled_words_bf16) where the device multiplies bf16 pairs
 // (NVIDIA sm_80 and later): four integer or bf16 instructions a pair, where the conversions take
 // two fp8 and two bf16 conversions, four fp32 multiplies and four f16 -> f32 moves per four codes,
-// most of them on the conversion pipe (a quarter of the ALU rate).
-template <int n>
+// most of them on the conversion pipe (a quarter of the ALU rate). kOperand: the pairs are a matrix
+// product's operand (sparse_decode's key tiles), where a NaN's payload is any, so the multiply
+// path is kv::v41_operand_words_bf16 (no per-word selects); elsewhere the same readers (0x7fc0).
+template <int n, bool kOperand = false>
 DSV4_HD void v41_decode_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* out) {
 #if DSV4_FMT_BF16X2_MUL
+  if constexpr (kOperand) return kv::v41_operand_words_bf16<n>(codes, sc, out);
   return kv::v41_scaled_words_bf16<n>(codes, sc, out);
 #else
 #if DSV4_GPU_FP8_CVT
@@ -220,34 +223,18 @@ DSV4_HD void v41_decode_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* 
 // (out[4i + j]: values 8i + 2j, 8i + 2j + 1), nvfp4::decode_bf16's. With a bf16 multiply each
 // pair is a fixed-table lookup times the scale (kv::fp4_scaled_words_bf16); elsewhere through the
 // scale's own table (nvfp4::pair_table: eight decodes per scale byte, then byte_perm lookups).
-template <int n>
+// kOperand as for v41 (kv::fp4_operand_words_bf16 on the multiply path).
+template <int n, bool kOperand = false>
 DSV4_HD void fp4_decode_words_bf16(const uint32_t* nibbles, uint8_t sc, uint32_t* out) {
 #if DSV4_FMT_BF16X2_MUL
-  kv::fp4_scaled_words_bf16<n>(nibbles, sc, out);
+  if constexpr (kOperand)
+    kv::fp4_operand_words_bf16<n>(nibbles, sc, out);
+  else
+    kv::fp4_scaled_words_bf16<n>(nibbles, sc, out);
 #else
   const nvfp4::PairTable t = nvfp4::pair_table(sc);
   DSV4_FMT_UNROLL
   for (int i = 0; i < n; ++i) nvfp4::decode8_bf16(nibbles[i], t, out + 4 * i);
-#endif
-}
-
-// The readers of a matrix product's operand (sparse_decode's key tiles: a NaN's payload is any,
-// kv::v41_operand_words_bf16): the multiply paths where the device multiplies bf16 pairs, else
-// the readers above (which give 0x7fc0).
-template <int n>
-DSV4_HD void v41_operand_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t* out) {
-#if DSV4_FMT_BF16X2_MUL
-  kv::v41_operand_words_bf16<n>(codes, sc, out);
-#else
-  v41_decode_words_bf16<n>(codes, sc, out);
-#endif
-}
-template <int n>
-DSV4_HD void fp4_operand_words_bf16(const uint32_t* nibbles, uint8_t sc, uint32_t* out) {
-#if DSV4_FMT_BF16X2_MUL
-  kv::fp4_operand_words_bf16<n>(nibbles, sc, out);
-#else
-  fp4_decode_words_bf16<n>(nibbles, sc, out);
 #endif
 }
 

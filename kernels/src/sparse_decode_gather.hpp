@@ -43,6 +43,9 @@ struct Raw {
   uint32_t sc;
 };
 
+// The tiles are only ever matrix operands (kv_device's readers' kOperand).
+constexpr bool kOperand = true;
+
 // Which layouts a kernel instance reads: every one (chosen per cache at run time) or one only, so
 // that the common instances hold one reader's code (a smaller loop, in the instruction cache).
 enum class Lay : int { kAny, kV41, kV41Fp4 };
@@ -112,7 +115,7 @@ __device__ __forceinline__ uint32_t word(const U4* v, int i) {
 }
 
 // The 32 values of a Raw of slot `slot` of cache c as 16 words of bf16 pairs (value 2i in the low
-// half of w[i]), for the products (kv_device's operand readers: a NaN's payload is any).
+// half of w[i]), for the products (kv_device's readers as operands: a NaN's payload is any).
 template <Lay A>
 __device__ __forceinline__ void decode_raw(const Cache& c, int64_t slot, int part, const Raw& r,
                                            uint32_t* w) {
@@ -122,7 +125,7 @@ __device__ __forceinline__ void decode_raw(const Cache& c, int64_t slot, int par
     DSV4_UNROLL
     for (int h = 0; h < 2; ++h) {
       const uint32_t nibbles[2] = {word(r.v, 2 * h), word(r.v, 2 * h + 1)};
-      kv_device::fp4_operand_words_bf16<2>(nibbles, uint8_t(r.sc >> (8 * h)), w + 8 * h);
+      kv_device::fp4_decode_words_bf16<2, kOperand>(nibbles, uint8_t(r.sc >> (8 * h)), w + 8 * h);
     }
     return;
   }
@@ -138,7 +141,7 @@ __device__ __forceinline__ void decode_raw(const Cache& c, int64_t slot, int par
     uint32_t codes[8];
     DSV4_UNROLL
     for (int i = 0; i < 8; ++i) codes[i] = word(r.v, i);
-    kv_device::v41_operand_words_bf16<8>(codes, sc, w);
+    kv_device::v41_decode_words_bf16<8, kOperand>(codes, sc, w);
     return;
   }
   DSV4_UNROLL

@@ -354,7 +354,7 @@ DSV4_HD void v41_operand_words_bf16(const uint32_t* codes, uint8_t sc, uint32_t*
   const uint32_t m1 = sc == kUe8m0NaN ? 0x7fc07fc0u : v41_first_multiplier(sc);
   v41_scaled_products<n>(codes, m1, out);
   const uint32_t nan = nan_codes_of<n>(codes);
-  if ((sc > 134 && sc != kUe8m0NaN) || nan) v41_scaled_rest<n>(codes, sc, nan, out);
+  if (sc > 134 || nan) v41_scaled_rest<n>(codes, sc, nan, out);  // 2^(sc - 7) past bf16, NaN codes
 }
 template <int n>
 DSV4_HD void fp4_operand_words_bf16(const uint32_t* nibbles, uint8_t sc, uint32_t* out) {
