@@ -419,6 +419,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(KArgs k) {
   int* smoved = reinterpret_cast<int*>(smem + L.seg() + 72);
   static_assert(sizeof(Tiles) == 48 && alignof(Tiles) <= 16 && 76 <= L.bytes() - L.seg());
   const bool scheduled = kScheduled && k.plan != nullptr;
+  // The schedule's merge (a dependent launch) may start: it waits for this grid's end.
+  if (scheduled) gpu::release_dependents();
   bool more = true;
   if (scheduled) {
     part_plan(k, int32_t(block_x()), reinterpret_cast<int32_t*>(smem + L.keys()),
@@ -1029,6 +1031,7 @@ template <bool kStaged>
 __global__ void __launch_bounds__(split_combine::kThreads)
     merge_kernel(split_combine::Args m, const int32_t* plan, int32_t P) {
   const int32_t j = int32_t(blockIdx.x) + 1, h = int32_t(blockIdx.y);
+  gpu::wait_prior_grid();  // the decode kernel's plan and partials (a dependent launch)
   const PlanLayout L{P, m.B};
   const int32_t C = plan[0], u = j * C, b = plan[L.first() + j];
   if (b >= m.B) return;
@@ -1151,10 +1154,15 @@ void decode(const Args& a, bf16* out, float* lse, void* workspace, size_t worksp
   if (P < 2) return;  // one part: every query was written
   c.S = a.B + P;
   const dim3 grid(unsigned(P - 1), unsigned(a.H));
+  // The merge as the kernel's dependent: its blocks take the compute units the kernel's blocks
+  // leave and wait there for the kernel's end (the kernel releases them at its start: its grid
+  // is one wave, every block already resident).
   if (P + 1 <= split_combine::kStagedSplits)
-    gpu::launch(merge_kernel<true>, grid, dim3(split_combine::kThreads), 0, st, c, pl, int32_t(P));
+    gpu::launch_dependent(merge_kernel<true>, grid, dim3(split_combine::kThreads), 0, st, c, pl,
+                          int32_t(P));
   else
-    gpu::launch(merge_kernel<false>, grid, dim3(split_combine::kThreads), 0, st, c, pl, int32_t(P));
+    gpu::launch_dependent(merge_kernel<false>, grid, dim3(split_combine::kThreads), 0, st, c, pl,
+                          int32_t(P));
 }
 
 void decode_partials(const Args& a, int64_t S, float* o, float* lse, gpu::Stream s) {
